@@ -1,0 +1,102 @@
+#include "autograd/node.h"
+
+#include "autograd/grad_mode.h"
+#include "tensor/ops/elementwise.h"
+
+namespace ng {
+
+// ---- iterative graph destruction ----------------------------------------------------------------
+// Destroying the last handle to the output of a 100,000-op chain would, naively, destroy node 100,000,
+// whose edge destroys node 99,999, ... one C++ stack frame per node: a stack overflow. Instead, a dying
+// Node hands what it owns (its edges, its backward lambda with the saved tensors) to a per-thread list,
+// and the outermost destructor empties that list in a loop.
+namespace {
+struct Reaper {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<BackwardFn> fns;
+  bool draining = false;
+};
+thread_local Reaper t_reaper;
+
+void drain() {
+  Reaper& r = t_reaper;
+  if (r.draining) return;  // an outer destructor is already looping
+  r.draining = true;
+  while (!r.nodes.empty() || !r.fns.empty()) {
+    if (!r.fns.empty()) {
+      BackwardFn fn = std::move(r.fns.back());
+      r.fns.pop_back();
+      // fn dies here; nodes it frees push onto the lists instead of recursing.
+    } else {
+      std::shared_ptr<Node> node = std::move(r.nodes.back());
+      r.nodes.pop_back();
+    }
+  }
+  r.draining = false;
+}
+}  // namespace
+
+Node::~Node() {
+  for (Edge& e : next_edges)
+    if (e.fn) t_reaper.nodes.push_back(std::move(e.fn));
+  drain();
+}
+
+FunctionNode::~FunctionNode() {
+  if (fn_) t_reaper.fns.push_back(std::move(fn_));
+  // ~Node runs next and drains.
+}
+
+// ---- nodes --------------------------------------------------------------------------------------
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  TensorImpl& l = *leaf;
+  Tensor g = grad_output;
+  if (g.dtype() != l.dtype) g = g.to(l.dtype);
+  if (!l.grad) {
+    // First gradient: take a private copy (the incoming tensor may be shared with other paths).
+    l.grad = g.clone().impl_ptr();
+  } else {
+    Tensor acc(l.grad);
+    add_(acc, g);  // .grad += g
+  }
+  return {};
+}
+
+const Tensor& SavedTensor::unpack() const {
+  if (tensor_.defined() && tensor_.version() != version_)
+    fail(op_,
+         "a tensor saved for backward was modified in place after it was saved (version ", version_,
+         " when saved, now ", tensor_.version(), "); the gradient would be wrong. Use clone() before the ",
+         "in-place change, or change it after backward");
+  return tensor_;
+}
+
+std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
+  if (!fn_)
+    fail("backward",
+         "trying to backward through the graph a second time: the saved tensors of ", name_,
+         " were freed by the first backward(). Pass retain_graph = true to the first backward() if you "
+         "need to call it twice");
+  return fn_(grad_output);
+}
+
+void FunctionNode::release() {
+  if (fn_) t_reaper.fns.push_back(std::move(fn_));
+  fn_ = nullptr;
+  drain();
+}
+
+Edge gradient_edge(const Tensor& t) {
+  TensorImpl& impl = t.impl();
+  if (impl.grad_fn) return Edge{impl.grad_fn};
+  if (!impl.requires_grad) return Edge{};
+  std::shared_ptr<Node> acc = impl.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl.grad_accumulator = acc;
+  }
+  return Edge{acc};
+}
+
+}  // namespace ng

@@ -1,0 +1,80 @@
+// Tensor factories: empty, zeros, ones, full, arange, from_vector, tensor({...}).
+#include <cmath>
+
+#include "tensor/tensor.h"
+
+namespace ng {
+
+Tensor empty(const Shape& shape, DType dtype) {
+  for (int64_t s : shape)
+    NG_CHECK(s >= 0, "empty", "sizes must be non-negative, got shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(size_t(numel(shape)) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  NG_CHECK(step != 0, "arange", "step must be non-zero");
+  NG_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
+           "start, end and step must be finite");
+  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
+  Tensor t = empty({n}, dtype);
+  NG_DISPATCH_ALL(dtype, "arange", [&]<typename scalar_t>() {
+    scalar_t* p = t.data<scalar_t>();
+    for (int64_t i = 0; i < n; ++i) p[i] = from_double<scalar_t>(start + double(i) * step);
+  });
+  return t;
+}
+Tensor arange(int64_t end, DType dtype) { return arange(0.0, double(end), 1.0, dtype); }
+
+template <typename V>
+static Tensor from_values(const std::vector<V>& values, const Shape& shape, DType dtype) {
+  NG_CHECK(int64_t(values.size()) == numel(shape), "from_vector", "got ", values.size(),
+           " values for shape ", shape_str(shape), ", which holds ", numel(shape));
+  Tensor t = empty(shape, dtype);
+  NG_DISPATCH_ALL(dtype, "from_vector", [&]<typename scalar_t>() {
+    scalar_t* p = t.data<scalar_t>();
+    for (size_t i = 0; i < values.size(); ++i) {
+      if constexpr (std::is_same_v<scalar_t, int64_t> && std::is_same_v<V, int64_t>)
+        p[i] = values[i];
+      else
+        p[i] = from_double<scalar_t>(double(values[i]));
+    }
+  });
+  return t;
+}
+Tensor from_vector(const std::vector<double>& v, const Shape& s, DType d) { return from_values(v, s, d); }
+Tensor from_vector(const std::vector<float>& v, const Shape& s, DType d) { return from_values(v, s, d); }
+Tensor from_vector(const std::vector<int64_t>& v, const Shape& s, DType d) { return from_values(v, s, d); }
+
+Tensor tensor(std::initializer_list<double> values, DType dtype) {
+  return from_vector(std::vector<double>(values), {int64_t(values.size())}, dtype);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype) {
+  std::vector<double> flat;
+  int64_t cols = rows.size() ? int64_t(rows.begin()->size()) : 0;
+  for (const auto& r : rows) {
+    NG_CHECK(int64_t(r.size()) == cols, "tensor", "rows must all have the same length: expected ", cols,
+             ", got ", r.size());
+    flat.insert(flat.end(), r.begin(), r.end());
+  }
+  return from_vector(flat, {int64_t(rows.size()), cols}, dtype);
+}
+
+}  // namespace ng

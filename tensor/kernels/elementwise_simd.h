@@ -1,0 +1,18 @@
+// Highway (SIMD) kernels for contiguous elementwise loops, with dynamic dispatch: the best of SSE4, AVX2
+// and AVX-512 is chosen at run time. The scalar loops in ops/elementwise.cpp are the reference.
+#pragma once
+
+#include <cstdint>
+
+namespace ng::simd {
+
+// y[i] = a[i] (op) b[i], op: 0 add, 1 sub, 2 mul, 3 div.
+void binary(int op, const float* a, const float* b, float* y, int64_t n);
+void binary(int op, const double* a, const double* b, double* y, int64_t n);
+
+// y[i] = op(x[i]) for the ops that have a SIMD version; returns false (and does nothing) otherwise.
+// op numbering follows ops/elementwise.cpp's Un enum.
+bool unary(int op, const float* x, float* y, int64_t n);
+bool unary(int op, const double* x, double* y, int64_t n);
+
+}  // namespace ng::simd

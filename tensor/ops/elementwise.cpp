@@ -1,0 +1,368 @@
+// Elementwise ops: forward and backward side by side.
+//
+// Layout of this file:
+//   1. the kernels: one strided loop for binary ops and one for unary ops (scalar math in a switch; the
+//      contiguous case is a plain loop the compiler vectorises, and tensor/kernels/ has Highway versions
+//      of the hot ones);
+//   2. the ops: each calls a kernel, then attaches its backward with the derivative written above it.
+#include "tensor/ops/elementwise.h"
+
+#include <cmath>
+
+#include "autograd/function.h"
+#include "tensor/iter.h"
+#include "tensor/kernels/elementwise_simd.h"
+
+namespace ng {
+
+void check_same_dtype_device(const Tensor& a, const Tensor& b, const char* op) {
+  NG_CHECK(a.dtype() == b.dtype(), op, "dtype mismatch: got ", dtype_name(a.dtype()), " and ",
+           dtype_name(b.dtype()), " (convert one with .to(dtype))");
+  NG_CHECK(a.device() == b.device(), op, "expected both tensors on the same device, got ", a.device().str(),
+           " and ", b.device().str());
+}
+
+// =====================================================================================================
+// 1. Kernels
+// =====================================================================================================
+namespace {
+
+enum class Bin { add, sub, mul, div, max, min };
+
+template <typename T>
+inline T bin_apply(Bin op, T a, T b) {
+  switch (op) {
+    case Bin::add: return a + b;
+    case Bin::sub: return a - b;
+    case Bin::mul: return a * b;
+    case Bin::div: return a / b;
+    case Bin::max: return a > b || std::isnan(a) ? a : b;
+    case Bin::min: return a < b || std::isnan(a) ? a : b;
+  }
+  return T(0);
+}
+
+// out = a (op) b with broadcasting. a, b: any strides; out: fresh, contiguous, broadcast shape.
+Tensor binary_kernel(const Tensor& a, const Tensor& b, Bin op, const char* name) {
+  check_same_dtype_device(a, b, name);
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(shape, a.dtype());
+  Tensor ea = a.detach().expand(shape), eb = b.detach().expand(shape);
+  NG_DISPATCH_FLOAT(a.dtype(), name, [&]<typename scalar_t>() {
+    using T = scalar_t;
+    const T* pa = static_cast<const T*>(ea.raw_data());
+    const T* pb = static_cast<const T*>(eb.raw_data());
+    T* po = out.data<T>();
+    for_each_strided<3>(shape, {out.strides(), ea.strides(), eb.strides()},
+                        [&](const std::array<int64_t, 3>& o, int64_t n, const std::array<int64_t, 3>& s) {
+                          T* y = po + o[0];
+                          const T* x0 = pa + o[1];
+                          const T* x1 = pb + o[2];
+                          // Fast path: both contiguous, or one a broadcast scalar (Highway kernels).
+                          if (s[0] == 1 && s[1] == 1 && s[2] == 1 && op <= Bin::div) {
+                            simd::binary(int(op), x0, x1, y, n);
+                            return;
+                          }
+                          for (int64_t i = 0; i < n; ++i) y[i * s[0]] = bin_apply(op, x0[i * s[1]], x1[i * s[2]]);
+                        });
+  });
+  return out;
+}
+
+enum class Un { neg, exp, log, sqrt, rsqrt, abs, pow, clamp, square, relu, gelu, silu, sigmoid, tanh };
+
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluC = 0.044715;
+
+template <typename T>
+inline T un_apply(Un op, T x, T p0, T p1) {
+  switch (op) {
+    case Un::neg: return -x;
+    case Un::exp: return std::exp(x);
+    case Un::log: return std::log(x);
+    case Un::sqrt: return std::sqrt(x);
+    case Un::rsqrt: return T(1) / std::sqrt(x);
+    case Un::abs: return std::abs(x);
+    case Un::pow: return std::pow(x, p0);
+    case Un::clamp: return x < p0 ? p0 : (x > p1 ? p1 : x);  // nan passes through
+    case Un::square: return x * x;
+    case Un::relu: return x > T(0) ? x : T(0);
+    case Un::gelu: return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x)));
+    case Un::silu: return x / (T(1) + std::exp(-x));
+    case Un::sigmoid: return T(1) / (T(1) + std::exp(-x));
+    case Un::tanh: return std::tanh(x);
+  }
+  return x;
+}
+
+// d op(x) / dx, given x and y = op(x).
+template <typename T>
+inline T un_derivative(Un op, T x, T y, T p0, T p1) {
+  switch (op) {
+    case Un::neg: return T(-1);
+    case Un::exp: return y;                               // d e^x = e^x
+    case Un::log: return T(1) / x;                        // d log x = 1/x
+    case Un::sqrt: return T(0.5) / y;                     // d x^(1/2) = 1 / (2 sqrt x)
+    case Un::rsqrt: return T(-0.5) * y * y * y;           // d x^(-1/2) = -1/2 x^(-3/2) = -y^3 / 2
+    case Un::abs: return x > 0 ? T(1) : (x < 0 ? T(-1) : T(0));
+    case Un::pow: return p0 * std::pow(x, p0 - T(1));     // d x^p = p x^(p-1)
+    case Un::clamp: return (x >= p0 && x <= p1) ? T(1) : T(0);
+    case Un::square: return T(2) * x;
+    case Un::relu: return x > T(0) ? T(1) : T(0);
+    case Un::gelu: {
+      // y = 0.5 x (1 + t), t = tanh(u), u = k (x + c x^3)
+      // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+      T u = T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x);
+      T t = std::tanh(u);
+      return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluC) * x * x);
+    }
+    case Un::silu: {
+      // y = x s, s = sigmoid(x):  dy/dx = s + x s (1 - s) = s (1 + x (1 - s))
+      T s = T(1) / (T(1) + std::exp(-x));
+      return s * (T(1) + x * (T(1) - s));
+    }
+    case Un::sigmoid: return y * (T(1) - y);             // s' = s (1 - s)
+    case Un::tanh: return T(1) - y * y;                  // tanh' = 1 - tanh^2
+  }
+  return T(0);
+}
+
+// out = op(x). x: any strides; out: contiguous.
+Tensor unary_kernel(const Tensor& x, Un op, double p0, double p1, const char* name) {
+  Tensor out = empty(x.shape(), x.dtype());
+  NG_DISPATCH_FLOAT(x.dtype(), name, [&]<typename scalar_t>() {
+    using T = scalar_t;
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* po = out.data<T>();
+    const T a = T(p0), b = T(p1);
+    for_each_strided<2>(x.shape(), {out.strides(), x.strides()},
+                        [&](const std::array<int64_t, 2>& o, int64_t n, const std::array<int64_t, 2>& s) {
+                          T* y = po + o[0];
+                          const T* xi = px + o[1];
+                          if (s[1] == 1 && simd::unary(int(op), xi, y, n)) return;
+                          for (int64_t i = 0; i < n; ++i) y[i] = un_apply(op, xi[i * s[1]], a, b);
+                        });
+  });
+  return out;
+}
+
+// dx = dout * op'(x). x, y, dout: same shape, any strides.
+Tensor unary_backward_kernel(Un op, const Tensor& x, const Tensor& y, const Tensor& dout, double p0, double p1,
+                             const char* name) {
+  Tensor dx = empty(x.shape(), x.dtype());
+  NG_DISPATCH_FLOAT(x.dtype(), name, [&]<typename scalar_t>() {
+    using T = scalar_t;
+    const T* px = static_cast<const T*>(x.raw_data());
+    const T* py = static_cast<const T*>(y.raw_data());
+    const T* pg = static_cast<const T*>(dout.raw_data());
+    T* pd = dx.data<T>();
+    const T a = T(p0), b = T(p1);
+    for_each_strided<4>(x.shape(), {dx.strides(), x.strides(), y.strides(), dout.strides()},
+                        [&](const std::array<int64_t, 4>& o, int64_t n, const std::array<int64_t, 4>& s) {
+                          for (int64_t i = 0; i < n; ++i)
+                            pd[o[0] + i] = pg[o[3] + i * s[3]] *
+                                           un_derivative(op, px[o[1] + i * s[1]], py[o[2] + i * s[2]], a, b);
+                        });
+  });
+  return dx;
+}
+
+// f16/bf16 compute in f32: convert in, compute, convert back. Autograd flows through the conversions.
+template <typename F>
+Tensor in_f32(const Tensor& x, F&& f) {
+  return f(x.to(DType::f32)).to(x.dtype());
+}
+
+// ---- the op builders ----
+
+Tensor unary(const Tensor& x, Un op, const char* name, const char* node, double p0 = 0, double p1 = 0) {
+  NG_CHECK(is_floating(x.dtype()), name, "expected a floating tensor, got ", dtype_name(x.dtype()));
+  if (is_half(x.dtype())) return in_f32(x, [&](const Tensor& x32) { return unary(x32, op, name, node, p0, p1); });
+  Tensor y = unary_kernel(x, op, p0, p1, name);
+  if (needs_grad({x})) {
+    // dx = dout * op'(x); the derivative per op is in un_derivative above.
+    SavedTensor sx(x, name), sy(y, name);
+    attach(y, node, {x}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      return {unary_backward_kernel(op, sx.unpack(), sy.unpack(), dout, p0, p1, name)};
+    });
+  }
+  return y;
+}
+
+}  // namespace
+
+// =====================================================================================================
+// 2. Binary ops
+// =====================================================================================================
+
+// add: y = a + b.   da = dout, db = dout (each summed back over its broadcast dims).
+Tensor add(const Tensor& a, const Tensor& b) {
+  if (is_half(a.dtype()) && a.dtype() == b.dtype()) return add(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  Tensor y = binary_kernel(a, b, Bin::add, "add");
+  if (needs_grad({a, b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    attach(y, "AddBackward", {a, b}, [sa, sb](const Tensor& dout) -> std::vector<Tensor> {
+      return {sum_to(dout, sa), sum_to(dout, sb)};
+    });
+  }
+  return y;
+}
+
+// sub: y = a - b.   da = dout, db = -dout.
+Tensor sub(const Tensor& a, const Tensor& b) {
+  if (is_half(a.dtype()) && a.dtype() == b.dtype()) return sub(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  Tensor y = binary_kernel(a, b, Bin::sub, "sub");
+  if (needs_grad({a, b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    bool need_b = b.requires_grad();
+    attach(y, "SubBackward", {a, b}, [sa, sb, need_b](const Tensor& dout) -> std::vector<Tensor> {
+      return {sum_to(dout, sa), need_b ? sum_to(neg(dout), sb) : Tensor()};
+    });
+  }
+  return y;
+}
+
+// mul: y = a * b.   da = dout * b, db = dout * a.
+Tensor mul(const Tensor& a, const Tensor& b) {
+  if (is_half(a.dtype()) && a.dtype() == b.dtype()) return mul(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  Tensor y = binary_kernel(a, b, Bin::mul, "mul");
+  if (needs_grad({a, b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    // Save only what each gradient needs: da needs b, db needs a.
+    SavedTensor saved_a(need_b ? a : Tensor(), "mul"), saved_b(need_a ? b : Tensor(), "mul");
+    attach(y, "MulBackward", {a, b}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor da = need_a ? sum_to(mul(dout, saved_b.unpack()), sa) : Tensor();
+      Tensor db = need_b ? sum_to(mul(dout, saved_a.unpack()), sb) : Tensor();
+      return {da, db};
+    });
+  }
+  return y;
+}
+
+// div: y = a / b.   da = dout / b,   db = -dout * a / b^2 = -dout * y / b.
+Tensor div(const Tensor& a, const Tensor& b) {
+  if (is_half(a.dtype()) && a.dtype() == b.dtype()) return div(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  Tensor y = binary_kernel(a, b, Bin::div, "div");
+  if (needs_grad({a, b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    SavedTensor saved_b(b, "div"), saved_y(need_b ? y : Tensor(), "div");
+    attach(y, "DivBackward", {a, b}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor bb = saved_b.unpack();
+      Tensor da = need_a ? sum_to(div(dout, bb), sa) : Tensor();
+      Tensor db = need_b ? sum_to(neg(div(mul(dout, saved_y.unpack()), bb)), sb) : Tensor();
+      return {da, db};
+    });
+  }
+  return y;
+}
+
+// maximum / minimum: the gradient goes to whichever input was selected; on a tie, half to each.
+static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
+  const char* name = is_max ? "maximum" : "minimum";
+  if (is_half(a.dtype()) && a.dtype() == b.dtype())
+    return extremum(a.to(DType::f32), b.to(DType::f32), is_max).to(a.dtype());
+  Tensor y = binary_kernel(a, b, is_max ? Bin::max : Bin::min, name);
+  if (needs_grad({a, b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    SavedTensor saved_a(a, name), saved_b(b, name), saved_y(y, name);
+    attach(y, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const Tensor& dout) {
+      // weight_a = 1 where a won, 0 where b won, 1/2 on ties; weight_b = 1 - weight_a.
+      Tensor av = saved_a.unpack(), bv = saved_b.unpack(), yv = saved_y.unpack();
+      Tensor wa = empty(yv.shape(), yv.dtype());
+      NG_DISPATCH_FLOAT(yv.dtype(), name, [&]<typename scalar_t>() {
+        using T = scalar_t;
+        Tensor ea = av.expand(yv.shape()).contiguous(), eb = bv.expand(yv.shape()).contiguous();
+        const T* pa = ea.data<T>();
+        const T* pb = eb.data<T>();
+        T* pw = wa.data<T>();
+        for (int64_t i = 0; i < yv.numel(); ++i) {
+          bool a_wins = is_max ? pa[i] > pb[i] : pa[i] < pb[i];
+          pw[i] = pa[i] == pb[i] ? T(0.5) : (a_wins ? T(1) : T(0));
+        }
+      });
+      return std::vector<Tensor>{sum_to(mul(dout, wa), sa), sum_to(mul(dout, rsub(1.0, wa)), sb)};
+    });
+  }
+  return y;
+}
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
+
+// Scalar forms: the scalar becomes a 0-d tensor (broadcast, never requires grad).
+Tensor add(const Tensor& a, double s) { return add(a, scalar_tensor(s, a.dtype())); }
+Tensor sub(const Tensor& a, double s) { return sub(a, scalar_tensor(s, a.dtype())); }
+Tensor mul(const Tensor& a, double s) { return mul(a, scalar_tensor(s, a.dtype())); }
+Tensor div(const Tensor& a, double s) { return div(a, scalar_tensor(s, a.dtype())); }
+Tensor rsub(double s, const Tensor& a) { return sub(scalar_tensor(s, a.dtype()), a); }
+Tensor rdiv(double s, const Tensor& a) { return div(scalar_tensor(s, a.dtype()), a); }
+
+// =====================================================================================================
+// 3. Unary ops and activations. Each derivative is in un_derivative() above.
+// =====================================================================================================
+Tensor neg(const Tensor& x) { return unary(x, Un::neg, "neg", "NegBackward"); }
+Tensor exp(const Tensor& x) { return unary(x, Un::exp, "exp", "ExpBackward"); }
+Tensor log(const Tensor& x) { return unary(x, Un::log, "log", "LogBackward"); }
+Tensor sqrt(const Tensor& x) { return unary(x, Un::sqrt, "sqrt", "SqrtBackward"); }
+Tensor rsqrt(const Tensor& x) { return unary(x, Un::rsqrt, "rsqrt", "RsqrtBackward"); }
+Tensor abs(const Tensor& x) { return unary(x, Un::abs, "abs", "AbsBackward"); }
+Tensor square(const Tensor& x) { return unary(x, Un::square, "square", "SquareBackward"); }
+Tensor pow(const Tensor& x, double p) { return unary(x, Un::pow, "pow", "PowBackward", p); }
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  NG_CHECK(!(lo > hi), "clamp", "expected lo <= hi, got lo = ", lo, " and hi = ", hi);
+  return unary(x, Un::clamp, "clamp", "ClampBackward", lo, hi);
+}
+Tensor relu(const Tensor& x) { return unary(x, Un::relu, "relu", "ReluBackward"); }
+Tensor gelu(const Tensor& x) { return unary(x, Un::gelu, "gelu", "GeluBackward"); }
+Tensor silu(const Tensor& x) { return unary(x, Un::silu, "silu", "SiluBackward"); }
+Tensor sigmoid(const Tensor& x) { return unary(x, Un::sigmoid, "sigmoid", "SigmoidBackward"); }
+Tensor tanh(const Tensor& x) { return unary(x, Un::tanh, "tanh", "TanhBackward"); }
+
+// =====================================================================================================
+// 4. In place
+// =====================================================================================================
+Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
+  check_same_dtype_device(self, other, "add_");
+  Tensor o = other.shape() == self.shape() ? other : other.detach().expand(self.shape());
+  NG_DISPATCH_ALL(self.dtype(), "add_", [&]<typename scalar_t>() {
+    using T = scalar_t;
+    if constexpr (std::is_same_v<T, int64_t>) {
+      fail("add_", "expected a floating tensor, got i64");
+    } else {
+      T* ps = static_cast<T*>(self.raw_data());
+      const T* po = static_cast<const T*>(o.raw_data());
+      const float a = float(alpha);
+      for_each_strided<2>(self.shape(), {self.strides(), o.strides()},
+                          [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& s) {
+                            for (int64_t i = 0; i < n; ++i) {
+                              T& d = ps[off[0] + i * s[0]];
+                              if constexpr (std::is_same_v<T, double>)
+                                d += alpha * po[off[1] + i * s[1]];
+                              else
+                                d = store_f32<T>(load_f32(d) + a * load_f32(po[off[1] + i * s[1]]));
+                            }
+                          });
+    }
+  });
+  self.bump_version();
+  return self;
+}
+
+Tensor& mul_(Tensor& self, double s) {
+  NG_DISPATCH_ALL(self.dtype(), "mul_", [&]<typename scalar_t>() {
+    using T = scalar_t;
+    T* p = static_cast<T*>(self.raw_data());
+    for_each_strided<1>(self.shape(), {self.strides()},
+                        [&](const std::array<int64_t, 1>& o, int64_t n, const std::array<int64_t, 1>& st) {
+                          for (int64_t i = 0; i < n; ++i) {
+                            T& d = p[o[0] + i * st[0]];
+                            d = from_double<T>(to_double(d) * s);
+                          }
+                        });
+  });
+  self.bump_version();
+  return self;
+}
+
+}  // namespace ng

@@ -1,0 +1,107 @@
+#include "tensor/ops/matmul.h"
+
+#include "autograd/function.h"
+#include "tensor/kernels/gemm.h"
+#include "tensor/ops/elementwise.h"
+
+namespace ng {
+
+namespace {
+
+// How a GEMM reads a (rows x cols) matrix slice: row-major with leading dim ld, or transposed.
+struct MatLayout {
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+// Can the last two dims be read by the GEMM as they are? Yes when one of them has unit stride.
+bool direct_layout(const Tensor& t, MatLayout& l) {
+  const int64_t r = t.size(-2), c = t.size(-1), sr = t.stride(-2), sc = t.stride(-1);
+  // Row-major: element (i, k) at i * ld + k.
+  if ((sc == 1 || c == 1) && (r == 1 || sr >= c)) {
+    l = {false, r == 1 ? c : sr};
+    return true;
+  }
+  // A transposed view (column-major): element (i, k) at k * ld + i.
+  if ((sr == 1 || r == 1) && (c == 1 || sc >= r)) {
+    l = {true, c == 1 ? r : sc};
+    return true;
+  }
+  return false;
+}
+
+Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, bool naive) {
+  check_same_dtype_device(a_in, b_in, "matmul");
+  NG_CHECK(a_in.dim() >= 2 && b_in.dim() >= 2, "matmul", "expected tensors with at least 2 dims, got shapes ",
+           shape_str(a_in.shape()), " and ", shape_str(b_in.shape()));
+  NG_CHECK(a_in.size(-1) == b_in.size(-2), "matmul", "inner dimensions differ: a is ", shape_str(a_in.shape()),
+           ", b is ", shape_str(b_in.shape()), " (a's last dim ", a_in.size(-1), " must equal b's second-to-last ",
+           b_in.size(-2), ")");
+  if (is_half(a_in.dtype())) return matmul_impl(a_in.to(DType::f32), b_in.to(DType::f32), naive).to(a_in.dtype());
+  NG_CHECK(is_floating(a_in.dtype()), "matmul", "expected floating tensors, got ", dtype_name(a_in.dtype()));
+
+  const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
+  Shape batch_a(a_in.shape().begin(), a_in.shape().end() - 2);
+  Shape batch_b(b_in.shape().begin(), b_in.shape().end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  Shape sa = batch, sb = batch, so = batch;
+  sa.insert(sa.end(), {M, K});
+  sb.insert(sb.end(), {K, N});
+  so.insert(so.end(), {M, N});
+  Tensor a = a_in.detach().expand(sa), b = b_in.detach().expand(sb);
+  MatLayout la, lb;
+  if (!direct_layout(a, la)) {
+    a = a.contiguous();
+    direct_layout(a, la);
+  }
+  if (!direct_layout(b, lb)) {
+    b = b.contiguous();
+    direct_layout(b, lb);
+  }
+  Tensor out = empty(so, a.dtype());
+  const int64_t nb = numel(batch);
+  NG_DISPATCH_FLOAT(a.dtype(), "matmul", [&]<typename scalar_t>() {
+    using T = scalar_t;
+    const T* pa = static_cast<const T*>(a.raw_data());
+    const T* pb = static_cast<const T*>(b.raw_data());
+    T* po = out.data<T>();
+    for (int64_t bi = 0; bi < nb; ++bi) {
+      // Offset of batch bi in a and b (their batch strides may be 0 where broadcast).
+      int64_t oa = 0, ob = 0, rem = bi;
+      for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
+        int64_t i = rem % batch[d];
+        rem /= batch[d];
+        oa += i * a.stride(d);
+        ob += i * b.stride(d);
+      }
+      if (naive)
+        gemm_naive<T>(la.trans, lb.trans, M, N, K, pa + oa, la.ld, pb + ob, lb.ld, po + bi * M * N, N, false);
+      else
+        gemm(la.trans, lb.trans, M, N, K, pa + oa, la.ld, pb + ob, lb.ld, po + bi * M * N, N, false);
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul_naive(const Tensor& a, const Tensor& b) { return matmul_impl(a, b, true); }
+
+// C = A @ B.   dA = dC @ B^T (summed over broadcast batch dims),   dB = A^T @ dC (likewise).
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  Tensor out = matmul_impl(a, b, false);
+  if (needs_grad({a, b})) {
+    bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    SavedTensor saved_a(need_b ? a : Tensor(), "matmul"), saved_b(need_a ? b : Tensor(), "matmul");
+    Shape shape_a = a.shape(), shape_b = b.shape();
+    attach(out, "MatmulBackward", {a, b}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor da, db;
+      if (need_a) da = sum_to(matmul(dout, saved_b.unpack().transpose(-1, -2)), shape_a);
+      if (need_b) db = sum_to(matmul(saved_a.unpack().transpose(-1, -2), dout), shape_b);
+      return {da, db};
+    });
+  }
+  return out;
+}
+
+}  // namespace ng

@@ -1,0 +1,255 @@
+// Reductions, forward and backward.
+//
+// Every reduction here is done the same way: move the reduced dims to the end (a free permute), make
+// that contiguous, and reduce each row of length L = (product of the reduced sizes). Simple, correct for
+// any strides, and each row is reduced in a fixed order.
+#include "tensor/ops/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "autograd/function.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/parallel.h"
+
+namespace ng {
+
+namespace {
+
+struct Plan {
+  std::vector<int64_t> dims;  // sorted, unique, wrapped
+  Shape kept_shape;           // output shape with keepdim = true
+  Shape out_shape;            // output shape as requested
+  int64_t rows = 1, L = 1;
+};
+
+Plan make_plan(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim, const char* op) {
+  Plan p;
+  if (dims_in.empty()) {  // empty list: reduce everything
+    for (int64_t d = 0; d < x.dim(); ++d) p.dims.push_back(d);
+  } else {
+    for (int64_t d : dims_in) p.dims.push_back(wrap_dim(d, x.dim(), op));
+    std::sort(p.dims.begin(), p.dims.end());
+    NG_CHECK(std::adjacent_find(p.dims.begin(), p.dims.end()) == p.dims.end(), op,
+             "a dim appears twice in the list of dims to reduce");
+  }
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    bool reduced = std::binary_search(p.dims.begin(), p.dims.end(), d);
+    p.kept_shape.push_back(reduced ? 1 : x.size(d));
+    if (!reduced || keepdim) p.out_shape.push_back(reduced ? 1 : x.size(d));
+    if (reduced) p.L *= x.size(d);
+    else p.rows *= x.size(d);
+  }
+  return p;
+}
+
+// x permuted so the reduced dims come last, made contiguous: rows x L.
+Tensor rows_view(const Tensor& x, const Plan& p) {
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!std::binary_search(p.dims.begin(), p.dims.end(), d)) perm.push_back(d);
+  for (int64_t d : p.dims) perm.push_back(d);
+  NoGradGuard g;
+  return x.detach().permute(perm).contiguous();
+}
+
+// Sum of n contiguous values in a fixed order: 8 running partial sums (in double), then combined.
+template <typename T>
+double row_sum(const T* x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += double(x[i + k]);
+  for (; i < n; ++i) acc[i % 8] += double(x[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// Sum over each row -> a tensor of shape out_shape, scaled by `scale`.
+Tensor sum_kernel(const Tensor& x, const Plan& p, double scale, const char* op) {
+  Tensor rows = rows_view(x, p);
+  Tensor out = empty(p.out_shape, x.dtype());
+  NG_DISPATCH_FLOAT(x.dtype(), op, [&]<typename scalar_t>() {
+    using T = scalar_t;
+    const T* px = rows.data<T>();
+    T* po = out.data<T>();
+    const int64_t L = p.L;
+    if (p.rows == 1 && L > (1 << 16)) {
+      // One long row: fixed chunks in parallel, partials combined in order (thread-count independent).
+      constexpr int64_t kChunk = 1 << 14;
+      int64_t chunks = (L + kChunk - 1) / kChunk;
+      std::vector<double> part(static_cast<size_t>(chunks), 0.0);
+      parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) part[c] = row_sum(px + c * kChunk, std::min(kChunk, L - c * kChunk));
+      });
+      double s = 0;
+      for (double v : part) s += v;
+      po[0] = T(s * scale);
+      return;
+    }
+    parallel_for(p.rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(L, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) po[r] = T(row_sum(px + r * L, L) * scale);
+    });
+  });
+  return out;
+}
+
+template <typename F>
+Tensor half_to_f32(const Tensor& x, F&& f) {
+  return f(x.to(DType::f32)).to(x.dtype());
+}
+
+}  // namespace
+
+// sum: y = sum_i x_i over the reduced dims.   dx_i = dout (broadcast back over the reduced dims).
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return sum(x32, dims, keepdim); });
+  Plan p = make_plan(x, dims, keepdim, "sum");
+  Tensor y = sum_kernel(x, p, 1.0, "sum");
+  if (needs_grad({x})) {
+    Shape in_shape = x.shape(), kept = p.kept_shape;
+    attach(y, "SumBackward", {x}, [in_shape, kept](const Tensor& dout) -> std::vector<Tensor> {
+      return {dout.reshape(kept).expand(in_shape)};
+    });
+  }
+  return y;
+}
+Tensor sum(const Tensor& x) { return sum(x, {}, false); }
+
+// mean: y = (1/L) sum_i x_i.   dx_i = dout / L.
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return mean(x32, dims, keepdim); });
+  Plan p = make_plan(x, dims, keepdim, "mean");
+  NG_CHECK(p.L > 0, "mean", "cannot take the mean of an empty set of values (shape ", shape_str(x.shape()), ")");
+  Tensor y = sum_kernel(x, p, 1.0 / double(p.L), "mean");
+  if (needs_grad({x})) {
+    Shape in_shape = x.shape(), kept = p.kept_shape;
+    double inv = 1.0 / double(p.L);
+    attach(y, "MeanBackward", {x}, [in_shape, kept, inv](const Tensor& dout) -> std::vector<Tensor> {
+      return {mul(dout.reshape(kept), inv).expand(in_shape)};
+    });
+  }
+  return y;
+}
+Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+
+// var: m = mean(x), y = sum_i (x_i - m)^2 / (L - c), c = 1 if unbiased else 0.
+//   dy/dx_i = 2 (x_i - m) / (L - c)   (the path through m vanishes because sum_i (x_i - m) = 0).
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  if (is_half(x.dtype()))
+    return half_to_f32(x, [&](const Tensor& x32) { return var(x32, dims, unbiased, keepdim); });
+  Plan p = make_plan(x, dims, keepdim, "var");
+  double denom = double(p.L) - (unbiased ? 1.0 : 0.0);
+  NG_CHECK(denom > 0, "var", "needs at least ", unbiased ? 2 : 1, " values per output (unbiased = ", unbiased,
+           "), got ", p.L);
+  Tensor rows = rows_view(x, p);
+  Tensor y = empty(p.out_shape, x.dtype());
+  Tensor m = empty(p.kept_shape, x.dtype());
+  NG_DISPATCH_FLOAT(x.dtype(), "var", [&]<typename scalar_t>() {
+    using T = scalar_t;
+    const T* px = rows.data<T>();
+    T* py = y.data<T>();
+    T* pm = m.data<T>();
+    const int64_t L = p.L;
+    parallel_for(p.rows, 1, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* row = px + r * L;
+        double mu = row_sum(row, L) / double(L);  // two passes: centred, so no cancellation
+        double ss = 0;
+        for (int64_t i = 0; i < L; ++i) ss += (double(row[i]) - mu) * (double(row[i]) - mu);
+        py[r] = T(ss / denom);
+        pm[r] = T(mu);
+      }
+    });
+  });
+  if (needs_grad({x})) {
+    SavedTensor sx(x, "var");
+    Shape kept = p.kept_shape;
+    attach(y, "VarBackward", {x}, [sx, m, kept, denom](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor centered = sub(sx.unpack(), m);
+      return {mul(mul(dout.reshape(kept), centered), 2.0 / denom)};
+    });
+  }
+  return y;
+}
+
+// Index of the first maximum along each row (nan counts as the maximum, as in PyTorch).
+static Tensor argmax_rows(const Tensor& x, const Plan& p, const char* op) {
+  Tensor rows = rows_view(x, p);
+  Tensor idx = empty({p.rows}, DType::i64);
+  NG_CHECK(p.L > 0, op, "cannot reduce an empty dim (shape ", shape_str(x.shape()), ")");
+  NG_DISPATCH_FLOAT(x.dtype(), op, [&]<typename scalar_t>() {
+    using T = scalar_t;
+    const T* px = rows.data<T>();
+    int64_t* pi = idx.data<int64_t>();
+    parallel_for(p.rows, 64, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* row = px + r * p.L;
+        int64_t best = 0;
+        for (int64_t i = 1; i < p.L; ++i) {
+          if (std::isnan(row[best])) break;
+          if (row[i] > row[best] || std::isnan(row[i])) best = i;
+        }
+        pi[r] = best;
+      }
+    });
+  });
+  return idx;
+}
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  Tensor xf = is_half(x.dtype()) ? x.to(DType::f32) : x;
+  Plan p = make_plan(xf, {dim}, keepdim, "argmax");
+  return argmax_rows(xf, p, "argmax").reshape(p.out_shape);
+}
+
+// max: y = x_k with k = argmax.   dx_i = dout if i == k else 0.
+Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
+  if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return max(x32, dim, keepdim); });
+  Plan p = make_plan(x, {dim}, keepdim, "max");
+  Tensor idx = argmax_rows(x, p, "max");
+  Tensor rows = rows_view(x, p);
+  Tensor y = empty(p.out_shape, x.dtype());
+  NG_DISPATCH_FLOAT(x.dtype(), "max", [&]<typename scalar_t>() {
+    using T = scalar_t;
+    const int64_t* pi = idx.data<int64_t>();
+    for (int64_t r = 0; r < p.rows; ++r) y.data<T>()[r] = rows.data<T>()[r * p.L + pi[r]];
+  });
+  if (needs_grad({x})) {
+    Shape in_shape = x.shape(), kept = p.kept_shape;
+    int64_t d = wrap_dim(dim, x.dim(), "max");
+    DType dt = x.dtype();
+    attach(y, "MaxBackward", {x}, [in_shape, kept, d, idx, dt](const Tensor& dout) -> std::vector<Tensor> {
+      // Scatter dout into the argmax positions. Rows of `dx` moved to the end match idx's row order.
+      Tensor dx = zeros(in_shape, dt);
+      // Move the reduced dim last, keeping the others in order: the same row order as idx.
+      std::vector<int64_t> perm;
+      for (int64_t k = 0; k < int64_t(in_shape.size()); ++k)
+        if (k != d) perm.push_back(k);
+      perm.push_back(d);
+      Tensor dmoved = dx.permute(perm);  // a view of dx
+      Tensor g = dout.reshape(kept).permute(perm).contiguous();
+      const int64_t* pi = idx.data<int64_t>();
+      NG_DISPATCH_FLOAT(dt, "max", [&]<typename scalar_t>() {
+        using T = scalar_t;
+        const T* pg = g.data<T>();
+        T* base = static_cast<T*>(dmoved.raw_data());
+        // Walk rows of dmoved in row-major order of its leading dims.
+        Shape lead(dmoved.shape().begin(), dmoved.shape().end() - 1);
+        int64_t rows = numel(lead), sL = dmoved.stride(-1);
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t off = 0, rem = r;
+          for (int64_t k = int64_t(lead.size()) - 1; k >= 0; --k) {
+            off += (rem % lead[k]) * dmoved.stride(k);
+            rem /= lead[k];
+          }
+          base[off + pi[r] * sL] = pg[r];
+        }
+      });
+      return {dx};
+    });
+  }
+  return y;
+}
+
+}  // namespace ng

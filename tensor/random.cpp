@@ -1,0 +1,104 @@
+#include "tensor/random.h"
+
+#include <cmath>
+
+#include "tensor/parallel.h"
+
+namespace ng {
+
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11).
+std::array<uint32_t, 4> Generator::block(uint64_t counter) const {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // key schedule (golden ratio, sqrt(3) - 1)
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = uint32_t(seed_), k1 = uint32_t(seed_ >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = uint64_t(kM0) * c0, p1 = uint64_t(kM1) * c2;
+    uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n1 = uint32_t(p1);
+    uint32_t n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
+    uint32_t n3 = uint32_t(p0);
+    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return {c0, c1, c2, c3};
+}
+
+Generator& default_generator() {
+  static Generator g(0);
+  return g;
+}
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+namespace {
+// 24 or 53 random bits -> [0, 1)
+inline double to_unit(uint32_t lo, uint32_t hi) {
+  uint64_t bits = (uint64_t(hi) << 32 | lo) >> 11;  // 53 bits
+  return double(bits) * (1.0 / 9007199254740992.0);
+}
+
+// Fill a contiguous buffer: value i = f(block(first + i / per_block), i % per_block).
+template <typename F>
+Tensor fill_random(const Shape& shape, DType dtype, Generator& gen, int64_t per_block, F&& f) {
+  Tensor t = empty(shape, dtype);
+  const int64_t n = t.numel();
+  const uint64_t first = gen.advance(uint64_t((n + per_block - 1) / per_block));
+  NG_DISPATCH_ALL(dtype, "random", [&]<typename scalar_t>() {
+    scalar_t* p = t.data<scalar_t>();
+    parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        std::array<uint32_t, 4> r = gen.block(first + uint64_t(i / per_block));
+        p[i] = f.template operator()<scalar_t>(r, int(i % per_block));
+      }
+    });
+  });
+  return t;
+}
+}  // namespace
+
+Tensor uniform(const Shape& shape, double lo, double hi, Generator& gen, DType dtype) {
+  NG_CHECK(is_floating(dtype), "uniform", "expected a floating dtype, got ", dtype_name(dtype));
+  NG_CHECK(lo <= hi, "uniform", "expected lo <= hi, got ", lo, " and ", hi);
+  // Two values per block, 53 bits each.
+  return fill_random(shape, dtype, gen, 2, [lo, hi]<typename T>(const std::array<uint32_t, 4>& r, int lane) {
+    double u = to_unit(r[2 * lane], r[2 * lane + 1]);
+    return from_double<T>(lo + (hi - lo) * u);
+  });
+}
+
+Tensor rand(const Shape& shape, Generator& gen, DType dtype) { return uniform(shape, 0.0, 1.0, gen, dtype); }
+
+Tensor randn(const Shape& shape, Generator& gen, DType dtype, double mean, double std) {
+  NG_CHECK(is_floating(dtype), "randn", "expected a floating dtype, got ", dtype_name(dtype));
+  // Box-Muller: one normal per block from two uniforms u1 in (0, 1], u2 in [0, 1).
+  return fill_random(shape, dtype, gen, 1, [mean, std]<typename T>(const std::array<uint32_t, 4>& r, int) {
+    double u1 = 1.0 - to_unit(r[0], r[1]);
+    double u2 = to_unit(r[2], r[3]);
+    double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    return from_double<T>(mean + std * z);
+  });
+}
+
+Tensor randint(int64_t lo, int64_t hi, const Shape& shape, Generator& gen) {
+  NG_CHECK(lo < hi, "randint", "expected lo < hi, got ", lo, " and ", hi);
+  uint64_t range = uint64_t(hi - lo);
+  return fill_random(shape, DType::i64, gen, 2, [lo, range]<typename T>(const std::array<uint32_t, 4>& r, int lane) {
+    // 64 random bits reduced by multiply-high (bias < range / 2^64, negligible).
+    uint64_t bits = uint64_t(r[2 * lane + 1]) << 32 | r[2 * lane];
+    unsigned __int128 m = (unsigned __int128)bits * range;
+    if constexpr (std::is_same_v<T, int64_t>)
+      return lo + int64_t(m >> 64);
+    else
+      return from_double<T>(double(lo + int64_t(m >> 64)));
+  });
+}
+
+void uniform_(Tensor& t, double lo, double hi, Generator& gen) {
+  t.copy_(uniform(t.shape(), lo, hi, gen, t.dtype()));
+}
+void normal_(Tensor& t, double mean, double std, Generator& gen) {
+  t.copy_(randn(t.shape(), gen, t.dtype(), mean, std));
+}
+
+}  // namespace ng

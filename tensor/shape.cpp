@@ -1,0 +1,52 @@
+#include "tensor/shape.h"
+
+#include "tensor/error.h"
+
+namespace ng {
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides st(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= shape[i];
+  }
+  return st;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + ")";
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  NG_CHECK(dim >= lo && dim <= hi, op, "dim ", dim, " is out of range for a tensor with ", ndim,
+           " dims (expected ", lo, " to ", hi, ")");
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    NG_CHECK(sa == sb || sa == 1 || sb == 1, op, "shapes ", shape_str(a), " and ", shape_str(b),
+             " cannot be broadcast together (dim ", i, ": ", sa, " vs ", sb, ")");
+    out[i] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+}  // namespace ng

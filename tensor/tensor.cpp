@@ -1,0 +1,192 @@
+// Tensor basics: metadata, element access, conversion and copies. Views live in ops/views.cpp.
+#include "tensor/tensor.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "tensor/iter.h"
+
+namespace ng {
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "Tensor::size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "Tensor::stride")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (shape()[d] == 1) continue;
+    if (strides()[d] != expected) return false;
+    expected *= shape()[d];
+  }
+  return true;
+}
+
+// ---- copying with conversion: the one kernel behind to(), contiguous(), clone() and copy_() --------
+// dst and src have the same shape (src may be a broadcast view); each may have any strides and dtype.
+static void copy_convert(const Tensor& dst, const Tensor& src) {
+  NG_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy", "expected CPU tensors, got ",
+           dst.device().str(), " and ", src.device().str());
+  NG_DISPATCH_ALL(dst.dtype(), "copy", [&]<typename D>() {
+    D* pd = static_cast<D*>(dst.raw_data());
+    NG_DISPATCH_ALL(src.dtype(), "copy", [&]<typename S>() {
+      const S* ps = static_cast<const S*>(src.raw_data());
+      for_each_strided<2>(dst.shape(), {dst.strides(), src.strides()},
+                          [&](const std::array<int64_t, 2>& o, int64_t n, const std::array<int64_t, 2>& s) {
+                            for (int64_t i = 0; i < n; ++i) {
+                              const S v = ps[o[1] + i * s[1]];
+                              D& out = pd[o[0] + i * s[0]];
+                              if constexpr (std::is_same_v<D, S>)
+                                out = v;
+                              else if constexpr (std::is_same_v<S, int64_t> || std::is_same_v<D, int64_t>)
+                                out = from_double<D>(to_double(v));
+                              else if constexpr (std::is_same_v<D, double> || std::is_same_v<S, double>)
+                                out = from_double<D>(to_double(v));
+                              else
+                                out = store_f32<D>(load_f32(v));
+                            }
+                          });
+    });
+  });
+}
+
+double Tensor::item() const {
+  NG_CHECK(numel() == 1, "item", "expected a tensor with one element, got shape ", shape_str(shape()));
+  double v = 0;
+  NG_DISPATCH_ALL(dtype(), "item", [&]<typename scalar_t>() { v = to_double(*static_cast<const scalar_t*>(raw_data())); });
+  return v;
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = contiguous();
+  std::vector<T> out(static_cast<size_t>(numel()));
+  NG_DISPATCH_ALL(c.dtype(), "to_vector", [&]<typename scalar_t>() {
+    const scalar_t* p = static_cast<const scalar_t*>(c.raw_data());
+    for (size_t i = 0; i < out.size(); ++i) {
+      if constexpr (std::is_same_v<T, int64_t> && std::is_same_v<scalar_t, int64_t>)
+        out[i] = p[i];
+      else
+        out[i] = static_cast<T>(to_double(p[i]));
+    }
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = empty(shape(), target);
+  {
+    NoGradGuard g;
+    copy_convert(out, *this);
+  }
+  if (is_floating(target) && is_floating(dtype()) && needs_grad({*this})) {
+    // d(to(x))/dx = identity: the gradient converts back to x's dtype.
+    DType src_dtype = dtype();
+    attach(out, "ToDtypeBackward", {*this},
+           [src_dtype](const Tensor& dout) -> std::vector<Tensor> { return {dout.to(src_dtype)}; });
+  }
+  return out;
+}
+
+// Device copies are provided by the CUDA backend when it is built (cuda/), which sets this hook.
+Tensor (*g_device_copy)(const Tensor&, Device) = nullptr;
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  NG_CHECK(g_device_copy != nullptr, "to", "cannot move a tensor from ", device().str(), " to ", target.str(),
+           ": normgrad was built without the CUDA backend (NORMGRAD_CUDA=OFF or no nvcc)");
+  return g_device_copy(*this, target);
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  {
+    NoGradGuard g;
+    copy_convert(out, *this);
+  }
+  if (needs_grad({*this}))
+    attach(out, "CloneBackward", {*this}, [](const Tensor& dout) -> std::vector<Tensor> { return {dout}; });
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor& Tensor::fill_(double value) {
+  NG_DISPATCH_ALL(dtype(), "fill_", [&]<typename scalar_t>() {
+    scalar_t v = from_double<scalar_t>(value);
+    scalar_t* p = static_cast<scalar_t*>(raw_data());
+    for_each_strided<1>(shape(), {strides()},
+                        [&](const std::array<int64_t, 1>& o, int64_t n, const std::array<int64_t, 1>& s) {
+                          for (int64_t i = 0; i < n; ++i) p[o[0] + i * s[0]] = v;
+                        });
+  });
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  // src must broadcast to self's shape (NumPy rules); expand() reports it when it does not.
+  Tensor s = src.shape() == shape() ? src : src.detach().expand(shape());
+  copy_convert(*this, s);
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  NG_CHECK(is_leaf(), "requires_grad_",
+           "can only be set on a leaf tensor; this one was made by ", grad_fn()->name(),
+           " (use detach() to make a leaf)");
+  NG_CHECK(!on || is_floating(dtype()), "requires_grad_", "only floating tensors can require grad, got ",
+           dtype_name(dtype()));
+  impl().requires_grad = on;
+  return *this;
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined())
+    NG_CHECK(g.shape() == shape(), "set_grad", "gradient has shape ", shape_str(g.shape()), ", expected ",
+             shape_str(shape()));
+  impl().grad = g.impl_ptr();
+}
+
+void Tensor::zero_grad() { impl().grad.reset(); }
+
+void Tensor::retain_grad() {
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  impl().retains_grad = true;
+  grad_fn()->retained_output = impl_ptr();
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const { run_backward(*this, grad, retain_graph); }
+
+Tensor Tensor::detach() const {
+  auto d = std::make_shared<TensorImpl>();
+  d->storage = impl().storage;
+  d->shape = shape();
+  d->strides = strides();
+  d->offset = offset();
+  d->dtype = dtype();
+  return Tensor(d);
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  std::ostringstream os;
+  os << "Tensor(shape=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype());
+  if (!device().is_cpu()) os << ", device=" << device().str();
+  if (device().is_cpu() && numel() <= 16) {
+    os << ", values=[";
+    auto v = to_vector<double>();
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+    os << "]";
+  }
+  if (requires_grad()) os << ", requires_grad";
+  return os.str() + ")";
+}
+
+}  // namespace ng

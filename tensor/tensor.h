@@ -1,0 +1,155 @@
+// Tensor: a strided view of a Storage, plus the autograd fields.
+//
+//   element (i0, i1, ..., ik) lives at  storage + (offset + i0*stride0 + ... + ik*stridek) * dtype_size
+//
+// Because shape, strides and offset describe the view, reshape / permute / narrow / expand are free:
+// they make a new Tensor over the same Storage (see tensor/ops/views.cpp).
+//
+// A Tensor is a cheap handle (a shared_ptr to TensorImpl). Copying a Tensor copies the handle, not the
+// data: `Tensor b = a;` makes b and a the same tensor. Use clone() for a deep copy.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/shape.h"
+#include "tensor/storage.h"
+
+namespace ng {
+
+struct Node;  // autograd/node.h
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;        // in elements, may be 0 (broadcast) or anything (views)
+  int64_t offset = 0;     // in elements
+  DType dtype = DType::f32;
+
+  // ---- autograd ----
+  bool requires_grad = false;           // leaves: set by the user. non-leaves: set by ops.
+  std::shared_ptr<TensorImpl> grad;     // accumulated gradient (leaves, or retain_grad())
+  std::shared_ptr<Node> grad_fn;        // the op that made this tensor (null for leaves)
+  std::weak_ptr<Node> grad_accumulator; // leaves: the node that adds into .grad, made on demand
+  bool retains_grad = false;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Strides& strides() const { return impl().strides; }
+  int64_t offset() const { return impl().offset; }
+  int64_t dim() const { return int64_t(impl().shape.size()); }
+  int64_t size(int64_t d) const;      // negative d counts from the end
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return ng::numel(impl().shape); }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  bool is_contiguous() const;
+  std::string str() const;            // "Tensor(shape=(2, 3), dtype=f32)" plus values when small
+
+  // ---- raw data ----
+  // Pointer to element (0, ..., 0). T must match dtype() (checked).
+  template <typename T>
+  T* data() const {
+    NG_CHECK(dtype_of<T>::value == dtype(), "Tensor::data", "requested ", dtype_name(dtype_of<T>::value),
+             " pointer, but the tensor holds ", dtype_name(dtype()));
+    return static_cast<T*>(impl().storage->data()) + impl().offset;
+  }
+  void* raw_data() const {
+    return static_cast<char*>(impl().storage->data()) + impl().offset * int64_t(dtype_size(dtype()));
+  }
+  // The one value of a one-element tensor, as double.
+  double item() const;
+  // All values in row-major order, converted to T.
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // ---- conversion / copies ----
+  Tensor to(DType dtype) const;       // differentiable between floating dtypes
+  Tensor to(Device device) const;     // CPU <-> CUDA (the CUDA backend registers the copy)
+  Tensor contiguous() const;          // self if already contiguous, else a differentiable copy
+  Tensor clone() const;               // always a fresh differentiable copy
+
+  // ---- views (tensor/ops/views.cpp); all differentiable ----
+  Tensor reshape(const Shape& shape) const;   // a view when strides allow, else a copy; one -1 allowed
+  Tensor view(const Shape& shape) const;      // like reshape but never copies (error if impossible)
+  Tensor flatten(int64_t start = 0, int64_t end = -1) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;  // removes `dim`
+  Tensor expand(const Shape& shape) const;          // broadcast view: stride 0 on size-1 dims
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl().requires_grad; }
+  // Mark a leaf as a parameter/input whose gradient we want. Error on a non-leaf.
+  Tensor& requires_grad_(bool on = true);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
+  // Accumulated gradient (undefined Tensor until a backward reaches this tensor).
+  Tensor grad() const { return Tensor(impl().grad); }
+  void set_grad(const Tensor& g);
+  void zero_grad();                   // drops .grad (next backward starts from zero)
+  void retain_grad();                 // non-leaf: keep its .grad too
+  // Reverse-mode autodiff from this tensor. See autograd/engine.h for the rules.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  // Same data, cut from the graph.
+  Tensor detach() const;
+
+  // Version counter (shared by views). In-place writes bump it; autograd checks it.
+  uint64_t version() const { return impl().storage->version(); }
+  void bump_version() const { impl().storage->bump_version(); }
+
+  // ---- in-place (no autograd: for optimizers, init, and buffers; they bump the version) ----
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);   // src is broadcast to self's shape and converted to its dtype
+
+  TensorImpl& impl() const {
+    NG_CHECK(impl_ != nullptr, "Tensor", "use of an undefined tensor");
+    return *impl_;
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// ---- factories (tensor/factory.cpp) ----
+Tensor empty(const Shape& shape, DType dtype = DType::f32);
+Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+Tensor ones(const Shape& shape, DType dtype = DType::f32);
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+Tensor scalar_tensor(double value, DType dtype = DType::f32);  // 0-d
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+// [start, end) in steps of `step`.
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32);
+Tensor arange(int64_t end, DType dtype = DType::i64);
+// Copy values in; values.size() must equal numel(shape). Values are converted to `dtype`.
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f32);
+Tensor from_vector(const std::vector<float>& values, const Shape& shape, DType dtype = DType::f32);
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape, DType dtype = DType::i64);
+// 1-D from a list: tensor({1.0, 2.0, 3.0})
+Tensor tensor(std::initializer_list<double> values, DType dtype = DType::f32);
+// 2-D from nested lists: tensor({{1, 2}, {3, 4}})
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype = DType::f32);
+
+}  // namespace ng

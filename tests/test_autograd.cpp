@@ -1,0 +1,149 @@
+// The autograd engine: accumulation, retain_graph, errors, deep graphs, version counter.
+#include <gtest/gtest.h>
+
+#include "normgrad.h"
+
+using namespace ng;
+
+TEST(Autograd, SimpleChainRule) {
+  Tensor x = tensor({1.0, 2.0, 3.0}, DType::f64).requires_grad_();
+  Tensor y = sum(mul(x, x));  // dy/dx = 2x
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 4, 6}));
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = tensor({1.0, -2.0}, DType::f64).requires_grad_();
+  sum(mul(x, 3.0)).backward();
+  sum(mul(x, 3.0)).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 6}));
+  x.zero_grad();
+  sum(mul(x, 3.0)).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+}
+
+TEST(Autograd, SharedInputSumsBothPaths) {
+  Tensor x = tensor({2.0}, DType::f64).requires_grad_();
+  Tensor a = mul(x, 3.0), b = mul(x, x);
+  sum(add(a, b)).backward();  // d/dx (3x + x^2) = 3 + 2x = 7
+  EXPECT_DOUBLE_EQ(x.grad().item(), 7.0);
+}
+
+TEST(Autograd, NonScalarBackwardWithoutGradIsAnError) {
+  Tensor x = ones({2, 3}).requires_grad_();
+  Tensor y = mul(x, 2.0);
+  try {
+    y.backward();
+    FAIL() << "expected ng::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("backward: a gradient can be created implicitly only for a scalar"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(2, 3)"), std::string::npos) << e.what();
+  }
+  y.backward(ones({2, 3}));
+  EXPECT_EQ(x.grad().to_vector<double>(), std::vector<double>(6, 2.0));
+}
+
+TEST(Autograd, SecondBackwardOnFreedGraphIsAnError) {
+  Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  Tensor y = sum(mul(x, x));
+  y.backward();
+  try {
+    y.backward();
+    FAIL() << "expected ng::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("second time"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, RetainGraphAllowsSecondBackward) {
+  Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  Tensor y = sum(mul(x, x));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{4, 8}));
+}
+
+TEST(Autograd, InPlaceChangeOfSavedTensorIsAnError) {
+  Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  Tensor w = tensor({3.0, 4.0}, DType::f64);
+  Tensor y = sum(mul(x, w));  // saves w
+  w.fill_(0.0);               // modified after being saved
+  try {
+    y.backward();
+    FAIL() << "expected ng::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified in place"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, NoGradGuardRecordsNothing) {
+  Tensor x = ones({3}).requires_grad_();
+  Tensor y;
+  {
+    NoGradGuard g;
+    y = mul(x, 2.0);
+  }
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_TRUE(y.is_leaf());
+  Tensor z = mul(x, 2.0);
+  EXPECT_TRUE(z.requires_grad());
+  EXPECT_FALSE(z.detach().requires_grad());
+}
+
+TEST(Autograd, BackwardOnTensorWithoutGradIsAnError) {
+  Tensor x = ones({1});
+  EXPECT_THROW(x.backward(), Error);
+}
+
+TEST(Autograd, DeepChainDoesNotOverflowTheStack) {
+  // 100,000 ops in a chain: both the backward walk and the graph's destruction must be iterative.
+  Tensor x = tensor({1.0}, DType::f64).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 100000; ++i) y = add(y, 1e-6);
+  y.backward();
+  EXPECT_DOUBLE_EQ(x.grad().item(), 1.0);
+  // And a graph that is dropped without backward.
+  Tensor z = x;
+  for (int i = 0; i < 100000; ++i) z = mul(z, 1.0);
+  z = Tensor();
+  SUCCEED();
+}
+
+TEST(Autograd, RetainGradOnNonLeaf) {
+  Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  Tensor h = mul(x, 3.0);
+  h.retain_grad();
+  sum(mul(h, h)).backward();  // dL/dh = 2h = (6, 12)
+  EXPECT_EQ(h.grad().to_vector<double>(), (std::vector<double>{6, 12}));
+}
+
+TEST(Gradcheck, CatchesAWrongBackward) {
+  // Test the tester: an op whose backward is deliberately off by a factor of 2 must fail.
+  auto bad_square = [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    Tensor y;
+    {
+      NoGradGuard g;
+      y = mul(x, x);
+    }
+    SavedTensor sx(x, "bad_square");
+    attach(y, "BadSquareBackward", {x}, [sx](const Tensor& dout) -> std::vector<Tensor> {
+      return {mul(dout, sx.unpack())};  // wrong: should be 2 * x * dout
+    });
+    return y;
+  };
+  Tensor x = randn({5}, default_generator(), DType::f64).requires_grad_();
+  GradcheckResult r = gradcheck(bad_square, {x});
+  EXPECT_FALSE(r.ok) << r.message();
+  EXPECT_GT(r.abs_err, 1e-3);
+  // And the correct op passes.
+  GradcheckResult good = gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], in[0]); }, {x});
+  EXPECT_TRUE(good.ok) << good.message();
+}
+
+TEST(Gradcheck, RejectsF32Inputs) {
+  Tensor x = ones({2}).requires_grad_();
+  EXPECT_THROW(gradcheck([](const std::vector<Tensor>& in) { return in[0]; }, {x}), Error);
+}
