@@ -23,3 +23,5 @@
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+
+#include "nn/module.h"

@@ -1,0 +1,134 @@
+#include "nn/module.h"
+
+#include <map>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+
+namespace ng::nn {
+
+Tensor Module::forward(const Tensor&) {
+  fail(type_name().c_str(), "this module has no single-input forward(x)");
+}
+
+void Module::check_name(const std::string& name) const {
+  NG_CHECK(!name.empty() && name.find('.') == std::string::npos, "Module",
+           "invalid name '", name, "': names must be non-empty and contain no '.'");
+  for (const auto& [n, _] : params_) NG_CHECK(n != name, "Module", "name '", name, "' is already registered");
+  for (const auto& [n, _] : buffers_) NG_CHECK(n != name, "Module", "name '", name, "' is already registered");
+  for (const auto& [n, _] : children_) NG_CHECK(n != name, "Module", "name '", name, "' is already registered");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  check_name(name);
+  if (t.defined()) t.requires_grad_(true);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  check_name(name);
+  buffers_.emplace_back(name, t);
+  return t;
+}
+
+void Module::replace_tensor(const std::string& name, const Tensor& t) {
+  for (auto& [n, v] : params_)
+    if (n == name) return void(v = t);
+  for (auto& [n, v] : buffers_)
+    if (n == name) return void(v = t);
+  fail("Module", "no parameter or buffer named '", name, "'");
+}
+
+void Module::collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const {
+  if (params)
+    for (const auto& [n, t] : params_)
+      if (t.defined()) out.emplace_back(prefix + n, t);
+  if (buffers)
+    for (const auto& [n, t] : buffers_)
+      if (t.defined()) out.emplace_back(prefix + n, t);
+  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", params, buffers, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [_, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, true, out);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [_, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [_, m] : children_) m->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [_, t] : named_parameters()) t.zero_grad();
+}
+
+NamedTensors Module::state_dict() const {
+  // Parameters then buffers of each module, depth first: the order named_parameters() gives.
+  NamedTensors out;
+  collect("", true, true, out);
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  std::vector<std::string> missing, mismatched;
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied only if all is well
+  for (auto& [name, dst] : state_dict()) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    if (it->second.shape() != dst.shape())
+      mismatched.push_back(name + ": expected " + shape_str(dst.shape()) + ", got " + shape_str(it->second.shape()));
+    else
+      copies.emplace_back(dst, it->second);
+    given.erase(it);
+  }
+  std::vector<std::string> unexpected;
+  for (auto& [name, _] : given) unexpected.push_back(name);
+
+  std::ostringstream msg;
+  auto list = [&](const char* what, const std::vector<std::string>& v) {
+    if (v.empty()) return;
+    msg << " " << what << ":";
+    for (size_t i = 0; i < v.size(); ++i) msg << (i ? ", " : " ") << v[i];
+    msg << ";";
+  };
+  if (strict) list("missing", missing);
+  if (strict) list("unexpected", unexpected);
+  list("wrong shape", mismatched);
+  if (!msg.str().empty()) fail("load_state_dict", "the state does not match the module." + msg.str());
+
+  NoGradGuard no_grad;
+  for (auto& [dst, src] : copies) dst.copy_(src);
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& m : layers_) h = m->forward(h);
+  return h;
+}
+
+}  // namespace ng::nn
