@@ -1,0 +1,65 @@
+// Quick cross-checks of the core ops against references (the full per-op suites live in test_ops_*.cpp).
+#include <gtest/gtest.h>
+
+#include "normgrad.h"
+
+using namespace ng;
+
+static double max_abs_diff(const Tensor& a, const Tensor& b) {
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  EXPECT_EQ(x.size(), y.size());
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+TEST(SmokeCore, MatmulMatchesNaiveInAllTransposeForms) {
+  Generator g(7);
+  for (auto [M, K, N] : {std::tuple{1, 1, 1}, {3, 5, 7}, {17, 33, 9}, {64, 31, 65}}) {
+    Tensor a = randn({M, K}, g), b = randn({K, N}, g);
+    EXPECT_LT(max_abs_diff(matmul(a, b), matmul_naive(a, b)), 1e-4);
+    Tensor at = randn({K, M}, g).t(), bt = randn({N, K}, g).t();  // transposed views
+    EXPECT_LT(max_abs_diff(matmul(at, bt), matmul_naive(at.contiguous(), bt.contiguous())), 1e-4);
+  }
+  Tensor a = randn({2, 3, 4, 5}, g), b = randn({3, 5, 6}, g);  // broadcast batch
+  EXPECT_EQ(matmul(a, b).shape(), (Shape{2, 3, 4, 6}));
+  EXPECT_LT(max_abs_diff(matmul(a, b), matmul_naive(a, b)), 1e-4);
+}
+
+TEST(SmokeCore, GradcheckCoreOps) {
+  Generator g(3);
+  Tensor a = randn({3, 4}, g, DType::f64).requires_grad_();
+  Tensor b = randn({4}, g, DType::f64).requires_grad_();
+  Tensor c = randn({4, 2}, g, DType::f64).requires_grad_();
+  auto check = [](const GradcheckFn& f, const std::vector<Tensor>& in) {
+    GradcheckResult r = gradcheck(f, in);
+    EXPECT_TRUE(r.ok) << r.message();
+  };
+  check([](auto& in) { return add(in[0], in[1]); }, {a, b});
+  check([](auto& in) { return mul(in[0], in[1]); }, {a, b});
+  check([](auto& in) { return div(in[0], add(mul(in[1], in[1]), 1.0)); }, {a, b});
+  check([](auto& in) { return matmul(in[0], in[1]); }, {a, c});
+  check([](auto& in) { return matmul(in[0].t(), in[0]); }, {a});
+  check([](auto& in) { return sum(in[0], {0}); }, {a});
+  check([](auto& in) { return mean(in[0], {1}, true); }, {a});
+  check([](auto& in) { return var(in[0], {1}); }, {a});
+  check([](auto& in) { return max(in[0], 0); }, {a});
+  check([](auto& in) { return in[0].permute({1, 0}).reshape({2, 6}); }, {a});
+  check([](auto& in) { return in[0].slice(1, 1, 4, 2); }, {a});
+  check([](auto& in) { return cat({in[0], in[0].narrow(0, 0, 1)}, 0); }, {a});
+  check([](auto& in) { return gelu(in[0]); }, {a});
+  check([](auto& in) { return silu(in[0]); }, {a});
+  check([](auto& in) { return tanh(in[0]); }, {a});
+  check([](auto& in) { return sigmoid(in[0]); }, {a});
+  check([](auto& in) { return rsqrt(add(square(in[0]), 1.0)); }, {a});
+}
+
+TEST(SmokeCore, HalfConversionRoundsToNearestEven) {
+  EXPECT_EQ(f32_to_f16(1.0f).bits, 0x3c00);
+  EXPECT_EQ(f32_to_f16(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(f32_to_f16(65520.0f).bits, 0x7c00);                       // rounds up to inf
+  EXPECT_EQ(f32_to_f16(5.960464477539063e-08f).bits, 0x0001);         // smallest subnormal
+  EXPECT_EQ(f16_to_f32(f16{0x0001}), 5.960464477539063e-08f);
+  EXPECT_EQ(f32_to_bf16(1.00390625f).bits, 0x3f80);                   // tie -> even (down)
+  EXPECT_EQ(f32_to_bf16(1.01171875f).bits, 0x3f82);                   // tie -> even (up)
+}
