@@ -34,3 +34,9 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+
+#include "io/safetensors.h"
+#include "nn/cast.h"
+#include "nn/checkpoint.h"
+#include "nn/rope.h"
+#include "nn/tokenizer.h"
