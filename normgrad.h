@@ -13,9 +13,13 @@
 #include "tensor/random.h"
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/ops/dropout.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/index.h"
+#include "tensor/ops/loss.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/reduce.h"
+#include "tensor/ops/softmax.h"
 #include "tensor/ops/views.h"
 
 #include "autograd/engine.h"
