@@ -25,3 +25,4 @@
 #include "autograd/node.h"
 
 #include "nn/module.h"
+#include "nn/norms/norms.h"
