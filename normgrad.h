@@ -25,3 +25,5 @@
 #include "autograd/node.h"
 
 #include "nn/module.h"
+
+#include "plot/plot.h"
