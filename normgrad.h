@@ -26,4 +26,13 @@
 
 #include "nn/module.h"
 
+#include "nn/activation.h"
+#include "nn/linear.h"
+
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+
 #include "plot/plot.h"
