@@ -26,3 +26,14 @@
 
 #include "nn/module.h"
 #include "nn/norms/norms.h"
+
+#include "nn/activation.h"
+#include "nn/linear.h"
+
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+
+#include "plot/plot.h"
