@@ -29,6 +29,7 @@
 #include "autograd/node.h"
 
 #include "nn/module.h"
+#include "nn/norms/norms.h"
 
 #include "nn/activation.h"
 #include "nn/linear.h"
@@ -38,3 +39,5 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+
+#include "plot/plot.h"
