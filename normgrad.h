@@ -25,3 +25,14 @@
 #include "autograd/node.h"
 
 #include "nn/module.h"
+
+#include "nn/activation.h"
+#include "nn/linear.h"
+
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+
+#include "plot/plot.h"
