@@ -13,9 +13,13 @@
 #include "tensor/random.h"
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/ops/dropout.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/index.h"
+#include "tensor/ops/loss.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/reduce.h"
+#include "tensor/ops/softmax.h"
 #include "tensor/ops/views.h"
 
 #include "autograd/engine.h"
@@ -25,6 +29,7 @@
 #include "autograd/node.h"
 
 #include "nn/module.h"
+#include "nn/norms/norms.h"
 
 #include "nn/activation.h"
 #include "nn/linear.h"
