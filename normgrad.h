@@ -25,6 +25,7 @@
 #include "autograd/node.h"
 
 #include "nn/module.h"
+#include "nn/norms/norms.h"
 
 #include "nn/activation.h"
 #include "nn/linear.h"
