@@ -19,7 +19,8 @@ bool readable_file(const std::string& path) {
 void add_common_flags(CLI::App& app, CommonOptions& o) {
   app.add_option("--out", o.out, "output folder for PNG, CSV, summary and command line")
       ->capture_default_str();
-  app.add_option("--seed", o.seed, "random seed (same seed and --threads: same numbers)")->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed (same seed and --threads: same numbers)")
+      ->capture_default_str();
   app.add_option("--threads", o.threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
   app.add_option("--steps", o.steps, "training steps (default: the experiment's own)")
       ->check(CLI::Range(int64_t(1), int64_t(100000000)));

@@ -23,7 +23,7 @@ namespace ng::examples {
 struct CommonOptions {
   std::string out = "results";
   uint64_t seed = 42;
-  int threads = 0;  // 0: the OpenMP default (all cores)
+  int threads = 0;    // 0: the OpenMP default (all cores)
   int64_t steps = 0;  // 0: the experiment's default
   bool quick = false;
   std::string data = "data/tinyshakespeare.txt";
@@ -42,7 +42,8 @@ void add_common_flags(CLI::App& app, CommonOptions& options);
 
 // Parse argv. On success: applies --threads, creates --out, and returns nullopt (carry on). On --help:
 // prints usage, returns 0. On a bad flag, a bad value, an unreadable --data, or an --out that cannot be
-// created: prints the reason and the usage to stderr and returns 2. main() does `if (auto rc = ...) return *rc;`
+// created: prints the reason and the usage to stderr and returns 2. main() does `if (auto rc = ...) return
+// *rc;`
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptions& options);
 
 // True when `path` names a regular file we can open for reading.

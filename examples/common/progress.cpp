@@ -33,7 +33,8 @@ std::string Progress::format(const std::string& label, int64_t step, int64_t tot
   double eta = steps_per_s > 0 ? double(total - step) / steps_per_s : NAN;
   char buf[256];
   std::snprintf(buf, sizeof(buf), "%-20s [%s] %6lld/%lld  loss %.4f  %.1f steps/s  ETA %s", label.c_str(),
-                bar.c_str(), (long long)step, (long long)total, loss, steps_per_s, format_duration(eta).c_str());
+                bar.c_str(), (long long)step, (long long)total, loss, steps_per_s,
+                format_duration(eta).c_str());
   return buf;
 }
 

@@ -18,7 +18,8 @@ std::string csv_field(const std::string& s) {
     if (c == '"') q += '"';
     q += c;
   }
-  return q + "\"";
+  q += '"';
+  return q;
 }
 
 std::string num(double v, int precision) {
@@ -32,7 +33,10 @@ std::string num(double v, int precision) {
 std::string Csv::str() const {
   std::string s;
   auto line = [&](const std::vector<std::string>& cells) {
-    for (size_t i = 0; i < cells.size(); ++i) s += (i ? "," : "") + csv_field(cells[i]);
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i) s += ',';
+      s += csv_field(cells[i]);
+    }
     s += "\n";
   };
   line(header);
@@ -48,7 +52,9 @@ Csv figure_csv(const plot::Figure& fig) {
   Csv csv;
   csv.header = {"panel", "kind", "series", "x", "y"};
   auto add = [&](const std::string& panel, const char* kind, const std::string& series, const std::string& x,
-                 const std::string& y) { csv.rows.push_back({panel, kind, series, x, y}); };
+                 const std::string& y) {
+    csv.rows.push_back({panel, kind, series, x, y});
+  };
   for (size_t p = 0; p < fig.panels.size(); ++p) {
     std::visit(
         [&](const auto& panel) {
@@ -62,7 +68,8 @@ Csv figure_csv(const plot::Figure& fig) {
             for (const auto& h : panel.hlines) add(title, "hline", h.label, "", num(h.at, 9));
           } else if constexpr (std::is_same_v<T, plot::BarChart>) {
             for (const auto& g : panel.groups)
-              for (size_t i = 0; i < g.values.size(); ++i) add(title, "bar", g.label, panel.categories[i], num(g.values[i], 9));
+              for (size_t i = 0; i < g.values.size(); ++i)
+                add(title, "bar", g.label, panel.categories[i], num(g.values[i], 9));
             for (const auto& h : panel.hlines) add(title, "hline", h.label, "", num(h.at, 9));
           } else {
             for (const auto& row : panel.rows)
@@ -75,7 +82,8 @@ Csv figure_csv(const plot::Figure& fig) {
   return csv;
 }
 
-std::string md_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+std::string md_table(const std::vector<std::string>& header,
+                     const std::vector<std::vector<std::string>>& rows) {
   auto line = [](const std::vector<std::string>& cells) {
     std::string s = "|";
     for (const auto& c : cells) s += " " + c + " |";
@@ -104,14 +112,17 @@ std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                   "0123456789-_./=:,+@%") == std::string::npos;
+    bool plain = !a.empty() && a.find_first_not_of(
+                                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789-_./=:,+@%") == std::string::npos;
     if (!plain) {
       std::string q = "'";
       for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      a = q + "'";
+      q += '\'';
+      a = q;
     }
-    s += (i ? " " : "") + a;
+    if (i) s += ' ';
+    s += a;
   }
   return s;
 }

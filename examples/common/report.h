@@ -31,7 +31,8 @@ struct Csv {
 Csv figure_csv(const plot::Figure& figure);
 
 // ---- Markdown ----
-std::string md_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+std::string md_table(const std::vector<std::string>& header,
+                     const std::vector<std::vector<std::string>>& rows);
 
 // ---- files ----
 // Writes text to a file (throws ng::Error naming the path on failure).
@@ -67,7 +68,7 @@ class DivergenceWatch {
   // True when this step is finite (keep going). The first non-finite step is recorded and returns false.
   bool ok(int64_t step, double loss, double grad_norm = 0.0);
   bool diverged() const { return step_ >= 0; }
-  int64_t step() const { return step_; }   // -1 when it never diverged
+  int64_t step() const { return step_; }             // -1 when it never diverged
   const std::string& what() const { return what_; }  // "loss is NaN" / "gradient norm is Inf"
 
  private:
