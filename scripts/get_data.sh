@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Download TinyShakespeare (1,115,394 bytes, public domain) into data/ and check its sha256.
+# The experiments read it with --data data/tinyshakespeare.txt (the default).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+url="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+want="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+out="data/tinyshakespeare.txt"
+mkdir -p data
+if [ -f "$out" ] && echo "$want  $out" | sha256sum -c --quiet 2>/dev/null; then
+  echo "$out is already here"
+  exit 0
+fi
+tmp="$out.part"
+if command -v curl >/dev/null; then curl -fsSL "$url" -o "$tmp"; else wget -q "$url" -O "$tmp"; fi
+echo "$want  $tmp" | sha256sum -c --quiet || { echo "checksum mismatch for $url" >&2; rm -f "$tmp"; exit 1; }
+mv "$tmp" "$out"
+echo "wrote $out"

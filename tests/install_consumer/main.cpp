@@ -1,0 +1,13 @@
+// An outside project that uses an installed normgrad through find_package(normgrad).
+// Run by the ctest "InstallConsumer": prints the gradient of sum(x*x) at x = (1, 2, 3).
+#include <cstdio>
+
+#include "normgrad.h"
+
+int main() {
+  ng::Tensor x = ng::tensor({1.0, 2.0, 3.0}, ng::DType::f64).requires_grad_();
+  ng::sum(ng::mul(x, x)).backward();
+  std::vector<double> g = x.grad().to_vector<double>();
+  std::printf("grad %g %g %g\n", g[0], g[1], g[2]);
+  return (g[0] == 2 && g[1] == 4 && g[2] == 6) ? 0 : 1;
+}
