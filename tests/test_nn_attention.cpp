@@ -10,7 +10,8 @@ using namespace ng;
 
 namespace {
 
-nn::AttentionConfig config(int64_t C, int64_t NH, int64_t NKV, bool causal, bool rope, bool qk_norm, bool bias) {
+nn::AttentionConfig config(int64_t C, int64_t NH, int64_t NKV, bool causal, bool rope, bool qk_norm,
+                           bool bias) {
   nn::AttentionConfig c;
   c.dim = C;
   c.n_heads = NH;
@@ -31,7 +32,8 @@ std::vector<double> reference(nn::CausalSelfAttention& a, const Tensor& x) {
   auto X = x.to_vector<double>();
   auto lin = [&](nn::Linear& l, int64_t out) {  // (B*T, out)
     auto W = l.weight.to_vector<double>();
-    std::vector<double> b = l.bias.defined() ? l.bias.to_vector<double>() : std::vector<double>(size_t(out), 0.0);
+    std::vector<double> b =
+        l.bias.defined() ? l.bias.to_vector<double>() : std::vector<double>(size_t(out), 0.0);
     std::vector<double> y(size_t(B * T * out));
     for (int64_t r = 0; r < B * T; ++r)
       for (int64_t o = 0; o < out; ++o) {
@@ -44,8 +46,10 @@ std::vector<double> reference(nn::CausalSelfAttention& a, const Tensor& x) {
   auto q = lin(*a.q_proj, NH * HS), k = lin(*a.k_proj, NKV * HS), v = lin(*a.v_proj, NKV * HS);
   if (c.rope) {
     auto tab = rope_tables(T, HS, c.rope_theta, DType::f64);
-    q = apply_rope_reference(from_vector(q, Shape{B, T, NH, HS}, DType::f64), tab.cos, tab.sin).to_vector<double>();
-    k = apply_rope_reference(from_vector(k, Shape{B, T, NKV, HS}, DType::f64), tab.cos, tab.sin).to_vector<double>();
+    q = apply_rope_reference(from_vector(q, Shape{B, T, NH, HS}, DType::f64), tab.cos, tab.sin)
+            .to_vector<double>();
+    k = apply_rope_reference(from_vector(k, Shape{B, T, NKV, HS}, DType::f64), tab.cos, tab.sin)
+            .to_vector<double>();
   }
   std::vector<double> merged(size_t(B * T * C), 0.0);
   for (int64_t b = 0; b < B; ++b)
@@ -85,7 +89,9 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST(Attention, MatchesPlainLoopReference) {
-  for (auto [NKV, causal, rope, bias] : {std::tuple{4, true, false, false}, {2, true, true, false}, {1, false, true, true},
+  for (auto [NKV, causal, rope, bias] : {std::tuple{4, true, false, false},
+                                         {2, true, true, false},
+                                         {1, false, true, true},
                                          {4, false, false, true}}) {
     Generator g(10);
     nn::CausalSelfAttention a(config(16, 4, NKV, causal, rope, false, bias), g);
@@ -112,7 +118,7 @@ TEST(Attention, CausalIgnoresTheFutureUnmaskedDoesNot) {
     x2.narrow(1, 5, 1).fill_(3.0);  // change only the last position
   }
   auto first5 = [](const Tensor& y) { return y.narrow(1, 0, 5).contiguous().to_vector<double>(); };
-  EXPECT_EQ(first5(causal(x)), first5(causal(x2)));                // positions 0..4 cannot see position 5
+  EXPECT_EQ(first5(causal(x)), first5(causal(x2)));                  // positions 0..4 cannot see position 5
   EXPECT_GT(max_diff(first5(lesson(x)), first5(lesson(x2))), 1e-3);  // the unmasked one reads it
 }
 
@@ -146,14 +152,15 @@ TEST(Attention, NamesAndErrors) {
   nn::CausalSelfAttention a(config(8, 4, 2, true, true, true, false));
   std::vector<std::string> names;
   for (auto& [n, p] : a.named_parameters()) names.push_back(n);
-  EXPECT_EQ(names, (std::vector<std::string>{"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-                                             "q_norm.weight", "k_norm.weight"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"q_proj.weight", "k_proj.weight", "v_proj.weight",
+                                             "o_proj.weight", "q_norm.weight", "k_norm.weight"}));
   EXPECT_EQ(a.k_proj->weight.shape(), (Shape{4, 8}));  // 2 kv heads of size 2
   try {
     nn::CausalSelfAttention bad(config(8, 4, 3, true, false, false, false));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("n_heads 4 must be a multiple of n_kv_heads 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("n_heads 4 must be a multiple of n_kv_heads 3"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(nn::CausalSelfAttention(config(10, 4, 0, true, false, false, false)), Error);
   EXPECT_THROW(nn::CausalSelfAttention(config(12, 4, 0, true, true, false, false)), Error);  // HS 3 with RoPE
@@ -161,6 +168,7 @@ TEST(Attention, NamesAndErrors) {
     a(zeros({2, 3, 6}));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("expected x of shape (B, T, 8), got (2, 3, 6)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected x of shape (B, T, 8), got (2, 3, 6)"), std::string::npos)
+        << e.what();
   }
 }

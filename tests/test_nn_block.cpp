@@ -68,8 +68,11 @@ TEST(FFN, SwiGLUMatchesFormulaAndGradchecks) {
 
 TEST(Block, GradcheckEachVariantWhole) {
   ng::set_num_threads(1);  // tiny f64 problems: threads add only overhead here
-  for (auto [pos, norm] : {std::pair<std::string, std::string>{"none", "layernorm"}, {"post", "layernorm"},
-                           {"pre", "layernorm"}, {"pre", "rmsnorm"}, {"deepnorm", "layernorm"}}) {
+  for (auto [pos, norm] : {std::pair<std::string, std::string>{"none", "layernorm"},
+                           {"post", "layernorm"},
+                           {"pre", "layernorm"},
+                           {"pre", "rmsnorm"},
+                           {"deepnorm", "layernorm"}}) {
     Generator g(7);
     nn::Block b(small_block(pos, norm), g);
     gradcheck_module(b, {2, 3, 8}, pos + " + " + norm);
