@@ -529,19 +529,25 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
                             cm2.data() + k * C);
         }
       });
-      for (int64_t c = 0; c < C; ++c) {
-        double count = 0, mu = 0, m2 = 0;
-        for (int64_t k = 0; k < chunks.count; ++k) {
-          const double nb = double((std::min(N, (k + 1) * chunks.grain) - k * chunks.grain) * S);
-          const double mb = cmean[k * C + c], m2b = cm2[k * C + c];
-          const double total = count + nb;
-          const double delta = mb - mu;
-          mu += delta * nb / total;
-          m2 += m2b + delta * delta * count * nb / total;
-          count = total;
+      // Chan's merge, chunk after chunk; the chunk-only factors are hoisted out of the channel loop.
+      std::vector<double> mu(static_cast<size_t>(C), 0.0), m2(static_cast<size_t>(C), 0.0);
+      double count = 0;
+      for (int64_t k = 0; k < chunks.count; ++k) {
+        const double nb = double((std::min(N, (k + 1) * chunks.grain) - k * chunks.grain) * S);
+        const double total = count + nb;
+        const double frac = nb / total, corr = count * nb / total;
+        const double* mb = cmean.data() + k * C;
+        const double* m2b = cm2.data() + k * C;
+        for (int64_t c = 0; c < C; ++c) {
+          const double delta = mb[c] - mu[c];
+          mu[c] += delta * frac;
+          m2[c] += m2b[c] + delta * delta * corr;
         }
-        mean[c] = mu;
-        var[c] = m2 / count;
+        count = total;
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        mean[c] = mu[c];
+        var[c] = m2[c] / count;
       }
     }
 
