@@ -13,9 +13,13 @@
 #include "tensor/random.h"
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/ops/dropout.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/index.h"
+#include "tensor/ops/loss.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/reduce.h"
+#include "tensor/ops/softmax.h"
 #include "tensor/ops/views.h"
 
 #include "autograd/anomaly.h"
@@ -26,3 +30,15 @@
 #include "autograd/node.h"
 
 #include "nn/module.h"
+#include "nn/norms/norms.h"
+
+#include "nn/activation.h"
+#include "nn/linear.h"
+
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+
+#include "plot/plot.h"

@@ -1,0 +1,478 @@
+// LayerNorm (Ba, Kiros, Hinton 2016): normalize every sample over its own features.
+//
+// ---- 1. The formula
+// ----------------------------------------------------------------------------------------
+//
+//   x: (rows, n)  -- every leading dim is a row, the trailing normalized_shape is flattened into n
+//
+//   mean_r = (1/n) sum_i x_ri
+//   var_r  = (1/n) sum_i (x_ri - mean_r)^2        biased (divide by n), as PyTorch does
+//   rstd_r = 1 / sqrt(var_r + eps)
+//   xhat_ri = (x_ri - mean_r) * rstd_r
+//   y_ri    = xhat_ri * weight_i + bias_i
+//
+// The statistics are per row, so a sample never sees its neighbours: training and inference compute the
+// same thing, and a batch of one works. weight, bias are per feature, shared by all rows.
+// Saved for backward: mean and rstd (one number each per row); xhat is recomputed from x (it costs one
+// subtract and one multiply per element, while caching it would double the memory the graph holds).
+//
+// Layout of this file (read it top to bottom):
+//   1. formula (above)  2. scalar reference loop  3. fast Highway + OpenMP kernel
+//   4. backward: derivation, reference loop, fast kernel  5. the autograd op F::layer_norm  6. nn::LayerNorm
+// Walk-through: docs/norms/layer_norm.md.
+//
+// This file is compiled once per SIMD target (Highway dynamic dispatch, see
+// tensor/kernels/elementwise_simd.cpp): the parts inside `#if HWY_ONCE` are compiled once, the Highway
+// kernels once per target.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "nn/norms/layer_norm.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "nn/norms/norm_simd-inl.h"
+
+#include "autograd/function.h"
+#include "nn/norms/layer_norm.h"
+#include "nn/norms/norm_math.h"
+
+#if HWY_ONCE
+namespace ng::norms {
+
+// ---- 2. The scalar reference loop
+// --------------------------------------------------------------------------
+//
+// T: storage type of x and y (float, double, f16, bf16); A: compute type (double for double, else float).
+// x, y: (rows, n); w, b: (n) or null; mean, rstd: (rows).
+template <typename T, typename A>
+void layer_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t rows,
+                                  int64_t n, A eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    auto get = [&](int64_t i) { return load_acc<A>(xr[i]); };
+
+    // mean and var, centred two-pass with a shift (norm_math.h says why)
+    A shift, d, var;
+    norm_math::centered_moments<A>(get, n, shift, d, var);
+    const A rs = norm_math::rstd_from_var(var, eps);
+    mean[r] = shift + d;
+    rstd[r] = rs;
+
+    for (int64_t i = 0; i < n; ++i) {
+      const A xhat = ((get(i) - shift) - d) * rs;
+      const A out = xhat * (w ? w[i] : A(1)) + (b ? b[i] : A(0));
+      yr[i] = store_acc<T>(out);
+    }
+  }
+}
+
+}  // namespace ng::norms
+#endif  // HWY_ONCE
+
+// ---- 3. The fast kernel (Highway SIMD per row, OpenMP over rows)
+// --------------------------------------------
+//
+// Per row, three passes over x. The row (up to tens of KB) stays in L1/L2 after the first pass, so memory is
+// read once and y written once: the compulsory traffic.
+//   pass 1: d   = mean(x - K), K = x_0           (vector accumulator)
+//   pass 2: var = mean(((x - K) - d)^2)
+//   pass 3: y   = fma(fma(x - K, rstd, -d * rstd), w, b)
+// Pass 3 folds the per-row scale: after the subtract, each output costs two FMAs. (Folding K into the FMA,
+// y = fma(x, rstd, -mean * rstd), would save the subtract but brings back the cancellation the shift avoids:
+// with mean 1e4 and std 1e-2, x * rstd is about 1e6 and loses the digits that matter.)
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+
+template <typename T>
+void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                          const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
+                          AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t n, double eps) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
+  const size_t rest = size_t(n - n_main);
+  const auto tail_mask = hn::FirstN(d, rest);
+
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* HWY_RESTRICT xr = x + r * n;
+    T* HWY_RESTRICT yr = y + r * n;
+    const Tail<D, T> x_tail(xr + n_main, rest);
+
+    // pass 1: sum of (x - K)
+    const A K = hn::GetLane(Tail<D, T>(xr, 1).load(d));
+    const auto vK = hn::Set(d, K);
+    auto sum = hn::Zero(d);
+    for (int64_t i = 0; i < n_main; i += L) sum = hn::Add(sum, hn::Sub(LoadAs(d, xr + i), vK));
+    if (rest) sum = hn::Add(sum, hn::IfThenElseZero(tail_mask, hn::Sub(x_tail.load(d), vK)));
+    const A dmean = ReduceSum(d, sum) / A(n);
+
+    // pass 2: sum of ((x - K) - d)^2
+    const auto vd = hn::Set(d, dmean);
+    auto m2 = hn::Zero(d);
+    for (int64_t i = 0; i < n_main; i += L) {
+      const auto c = hn::Sub(hn::Sub(LoadAs(d, xr + i), vK), vd);
+      m2 = hn::MulAdd(c, c, m2);
+    }
+    if (rest) {
+      const auto c = hn::IfThenElseZero(tail_mask, hn::Sub(hn::Sub(x_tail.load(d), vK), vd));
+      m2 = hn::MulAdd(c, c, m2);
+    }
+    const A var = ReduceSum(d, m2) / A(n);
+    const A rs = A(1) / std::sqrt(var + A(eps));
+    mean[r] = K + dmean;
+    rstd[r] = rs;
+
+    // pass 3: y = (x - K) * rstd + (-d * rstd), then * w + b
+    const auto vrs = hn::Set(d, rs);
+    const auto vneg = hn::Set(d, -dmean * rs);
+    for (int64_t i = 0; i < n_main; i += L) {
+      const auto xhat = hn::MulAdd(hn::Sub(LoadAs(d, xr + i), vK), vrs, vneg);
+      StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + i), hn::LoadU(d, b + i)), yr + i);
+    }
+    if (rest) {
+      const auto xhat = hn::MulAdd(hn::Sub(x_tail.load(d), vK), vrs, vneg);
+      const auto out = hn::MulAdd(xhat, LoadTailA(d, w + n_main, rest), LoadTailA(d, b + n_main, rest));
+      Tail<D, T> y_tail(rest);
+      y_tail.store(d, out, yr + n_main);
+    }
+  }
+}
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ng::norms {
+
+// ---- 4. The backward
+// ---------------------------------------------------------------------------------------
+//
+// Given dy = dL/dy for one row, find dL/dx, dL/dweight, dL/dbias. Write r = rstd, and
+//   g_i = dL/dxhat_i = dy_i * w_i                                 (y_i = xhat_i w_i + b_i)
+//
+// weight and bias are per feature and shared by every row, so their gradients sum over rows:
+//   dweight_i = sum_rows dy_i * xhat_i          dbias_i = sum_rows dy_i
+//
+// x_j reaches the loss through every xhat_i of its row (through mean and var), so
+//   dx_j = sum_i g_i * dxhat_i/dx_j.
+//
+// With xhat_i = (x_i - mean) * r:
+//   dmean/dx_j = 1/n
+//   dvar/dx_j  = (2/n) sum_k (x_k - mean)(delta_kj - 1/n) = (2/n)(x_j - mean)
+//                (the -1/n part is (2/n^2) sum_k (x_k - mean), and sum_k (x_k - mean) = 0)
+//   dr/dx_j    = -1/2 (var + eps)^(-3/2) dvar/dx_j = -r^3 (x_j - mean) / n = -r^2 xhat_j / n
+//   dxhat_i/dx_j = r (delta_ij - 1/n) + (x_i - mean) dr/dx_j
+//                = r (delta_ij - 1/n - xhat_i xhat_j / n)
+//
+// So  dx_j = r * ( g_j  -  (1/n) sum_i g_i  -  xhat_j (1/n) sum_i g_i xhat_i ).
+//
+// The exact formula coded below (norm_math::centered_norm_dx), with mean_g = (1/n) sum_i g_i and
+// mean_gx = (1/n) sum_i g_i xhat_i, two sums per row and then one pass:
+//
+//   dx_j = rstd * g_j  -  rstd * mean_g  -  rstd * xhat_j * mean_gx
+//          term 1         term 2            term 3
+//   term 1: x_j -> xhat_j directly; term 2: through the mean; term 3: through the variance.
+
+// Reference. dy, x, dx: (rows, n); w: (n) or null; mean, rstd: (rows); dw, db: (n) or null, summed over rows
+// in row order. dx may be null (not needed).
+template <typename T, typename A>
+void layer_norm_backward_reference(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx,
+                                   A* dw, A* db, int64_t rows, int64_t n) {
+  if (dw) std::fill(dw, dw + n, A(0));
+  if (db) std::fill(db, db + n, A(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    const T* dyr = dy + r * n;
+    const A mu = mean[r], rs = rstd[r];
+    auto xhat = [&](int64_t i) { return (load_acc<A>(xr[i]) - mu) * rs; };
+    auto g = [&](int64_t i) { return load_acc<A>(dyr[i]) * (w ? w[i] : A(1)); };
+
+    A sum_g = 0, sum_gx = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      sum_g += g(i);
+      sum_gx += g(i) * xhat(i);
+      if (dw) dw[i] += load_acc<A>(dyr[i]) * xhat(i);
+      if (db) db[i] += load_acc<A>(dyr[i]);
+    }
+    if (!dx) continue;
+    const A mean_g = sum_g / A(n), mean_gx = sum_gx / A(n);
+    for (int64_t i = 0; i < n; ++i)
+      dx[r * n + i] = store_acc<T>(norm_math::centered_norm_dx(g(i), xhat(i), rs, mean_g, mean_gx));
+  }
+}
+
+}  // namespace ng::norms
+#endif  // HWY_ONCE
+
+// The fast backward. Per row two passes (the row is in cache for the second):
+//   pass 1: sum_g, sum_gx (vector accumulators); this chunk's dweight, dbias partial rows += dy*xhat, dy
+//   pass 2: dx = fma(g, rstd, fma(xhat, -rstd * mean_gx, -rstd * mean_g))
+//                    term 1         term 3              term 2
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+
+template <typename T>
+void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                           const AccT<T>* HWY_RESTRICT mean, const AccT<T>* HWY_RESTRICT rstd,
+                           T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part, AccT<T>* HWY_RESTRICT db_part,
+                           int64_t r0, int64_t r1, int64_t n) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;
+  const size_t rest = size_t(n - n_main);
+
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* HWY_RESTRICT xr = x + r * n;
+    const T* HWY_RESTRICT dyr = dy + r * n;
+    const auto vmu = hn::Set(d, mean[r]);
+    const auto vrs = hn::Set(d, rstd[r]);
+    // The tails are zero-padded: there dy = 0, so g, dy * xhat and dy add nothing.
+    const Tail<D, T> x_tail(xr + n_main, rest), dy_tail(dyr + n_main, rest);
+
+    // pass 1
+    auto sum_g = hn::Zero(d), sum_gx = hn::Zero(d);
+    auto step1 = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv, int64_t i, size_t count) {
+      const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
+      const auto g = hn::Mul(dyv, wv);
+      sum_g = hn::Add(sum_g, g);
+      sum_gx = hn::MulAdd(g, xhat, sum_gx);
+      if (count == size_t(L)) {
+        if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + i)), d, dw_part + i);
+        if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + i)), d, db_part + i);
+      } else {
+        if (dw_part)
+          StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, dw_part + i, count)), dw_part + i, count);
+        if (db_part) StoreTailA(d, hn::Add(dyv, LoadTailA(d, db_part + i, count)), db_part + i, count);
+      }
+    };
+    for (int64_t i = 0; i < n_main; i += L)
+      step1(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, w + i), i, size_t(L));
+    if (rest) step1(x_tail.load(d), dy_tail.load(d), LoadTailA(d, w + n_main, rest), n_main, rest);
+    if (!dx) continue;
+
+    // pass 2
+    const A rs = rstd[r];
+    const A mean_g = ReduceSum(d, sum_g) / A(n);
+    const A mean_gx = ReduceSum(d, sum_gx) / A(n);
+    const auto term2 = hn::Set(d, -rs * mean_g);  // term 2: through the mean
+    const auto k3 = hn::Set(d, -rs * mean_gx);    // term 3: xhat * k3, through the variance
+    auto dx_of = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv) {
+      const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
+      const auto g = hn::Mul(dyv, wv);
+      return hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, term2));  // term 1 + term 3 + term 2
+    };
+    T* HWY_RESTRICT dxr = dx + r * n;
+    for (int64_t i = 0; i < n_main; i += L)
+      StoreAs(d, dx_of(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, w + i)), dxr + i);
+    if (rest) {
+      Tail<D, T> dx_tail(rest);
+      dx_tail.store(d, dx_of(x_tail.load(d), dy_tail.load(d), LoadTailA(d, w + n_main, rest)), dxr + n_main);
+    }
+  }
+}
+
+// Concrete, exportable instances (HWY_EXPORT needs plain functions).
+#define NG_LAYER_NORM_INSTANCES(NAME, T)                                                                     \
+  void LayerNormForward##NAME(const T* x, const AccT<T>* w, const AccT<T>* b, T* y, AccT<T>* mean,           \
+                              AccT<T>* rstd, int64_t r0, int64_t r1, int64_t n, double eps) {                \
+    LayerNormForwardRows<T>(x, w, b, y, mean, rstd, r0, r1, n, eps);                                         \
+  }                                                                                                          \
+  void LayerNormBackward##NAME(const T* dy, const T* x, const AccT<T>* w, const AccT<T>* mean,               \
+                               const AccT<T>* rstd, T* dx, AccT<T>* dw, AccT<T>* db, int64_t r0, int64_t r1, \
+                               int64_t n) {                                                                  \
+    LayerNormBackwardRows<T>(dy, x, w, mean, rstd, dx, dw, db, r0, r1, n);                                   \
+  }
+NG_LAYER_NORM_INSTANCES(F32, float)
+NG_LAYER_NORM_INSTANCES(F64, double)
+NG_LAYER_NORM_INSTANCES(F16, hwy::float16_t)
+NG_LAYER_NORM_INSTANCES(BF16, hwy::bfloat16_t)
+#undef NG_LAYER_NORM_INSTANCES
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "nn/norms/norm_dispatch.h"
+
+namespace ng::norms {
+
+HWY_EXPORT(LayerNormForwardF32);
+HWY_EXPORT(LayerNormForwardF64);
+HWY_EXPORT(LayerNormForwardF16);
+HWY_EXPORT(LayerNormForwardBF16);
+HWY_EXPORT(LayerNormBackwardF32);
+HWY_EXPORT(LayerNormBackwardF64);
+HWY_EXPORT(LayerNormBackwardF16);
+HWY_EXPORT(LayerNormBackwardBF16);
+
+namespace {
+
+// The fast forward: rows in parallel (chunks fixed by the row length), each chunk one SIMD call.
+template <typename T, typename A>
+void layer_norm_forward_fast(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t rows,
+                             int64_t n, A eps) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    NG_NORM_SIMD_CALL(T, LayerNormForward, hwy_ptr(x), w, b, hwy_ptr(y), mean, rstd, r0, r1, n, double(eps));
+  });
+}
+
+// The fast backward: fixed row chunks, each with its own dweight/dbias partial row, then an ordered sum.
+template <typename T, typename A>
+void layer_norm_backward_fast(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx, A* dw,
+                              A* db, int64_t rows, int64_t n) {
+  const RowChunks chunks = row_chunks(rows, n);
+  std::vector<A> dw_part(dw ? size_t(chunks.count * n) : 0, A(0));
+  std::vector<A> db_part(db ? size_t(chunks.count * n) : 0, A(0));
+  parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
+      NG_NORM_SIMD_CALL(T, LayerNormBackward, hwy_ptr(dy), hwy_ptr(x), w, mean, rstd, hwy_ptr(dx),
+                        dw ? dw_part.data() + c * n : nullptr, db ? db_part.data() + c * n : nullptr, r0, r1,
+                        n);
+    }
+  });
+  if (dw) reduce_partials(dw_part, chunks.count, n, dw);
+  if (db) reduce_partials(db_part, chunks.count, n, db);
+}
+
+}  // namespace
+
+NormStats layer_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias, double eps,
+                             Impl impl) {
+  NG_CHECK(x.is_contiguous(), "layer_norm_forward", "expected a contiguous x");
+  const DType acc = compute_dtype(x.dtype());
+  const int64_t rows = n > 0 ? x.numel() / n : 0;
+  NormStats s;
+  s.y = empty(x.shape(), x.dtype());
+  s.mean = empty({rows}, acc);
+  s.rstd = empty({rows}, acc);
+  if (x.numel() == 0) return s;
+  dispatch_storage(x.dtype(), "layer_norm", [&]<typename T, typename A>() {
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* py = static_cast<T*>(s.y.raw_data());
+    const A* pw = weight.defined() ? weight.data<A>() : nullptr;
+    const A* pb = bias.defined() ? bias.data<A>() : nullptr;
+    if (impl == Impl::reference) {
+      layer_norm_forward_reference<T, A>(px, pw, pb, py, s.mean.data<A>(), s.rstd.data<A>(), rows, n, A(eps));
+      return;
+    }
+    // The kernel always reads a weight and a bias; absent ones are ones and zeros.
+    std::vector<A> ones, zeros;
+    if (!pw) ones.assign(size_t(n), A(1)), pw = ones.data();
+    if (!pb) zeros.assign(size_t(n), A(0)), pb = zeros.data();
+    layer_norm_forward_fast<T, A>(px, pw, pb, py, s.mean.data<A>(), s.rstd.data<A>(), rows, n, A(eps));
+  });
+  return s;
+}
+
+NormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                              const Tensor& weight, bool need_dx, bool need_dweight, bool need_dbias,
+                              Impl impl) {
+  NG_CHECK(x.is_contiguous() && dy.is_contiguous(), "layer_norm_backward", "expected contiguous x and dy");
+  NG_CHECK(dy.dtype() == x.dtype() && dy.shape() == x.shape(), "layer_norm_backward", "dy ",
+           shape_str(dy.shape()), " ", dtype_name(dy.dtype()), " does not match x ", shape_str(x.shape()),
+           " ", dtype_name(x.dtype()));
+  const DType acc = compute_dtype(x.dtype());
+  const int64_t rows = mean.numel();
+  const int64_t n = rows > 0 ? x.numel() / rows : 0;
+  NormGrads gr;
+  if (need_dx) gr.dx = empty(x.shape(), x.dtype());
+  if (need_dweight) gr.dweight = zeros({n}, acc);
+  if (need_dbias) gr.dbias = zeros({n}, acc);
+  if (x.numel() == 0) return gr;
+  dispatch_storage(x.dtype(), "layer_norm", [&]<typename T, typename A>() {
+    const T* pdy = static_cast<const T*>(dy.raw_data());
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* pdx = need_dx ? static_cast<T*>(gr.dx.raw_data()) : nullptr;
+    A* pdw = need_dweight ? gr.dweight.data<A>() : nullptr;
+    A* pdb = need_dbias ? gr.dbias.data<A>() : nullptr;
+    const A* pw = weight.defined() ? weight.data<A>() : nullptr;
+    if (impl == Impl::reference) {
+      layer_norm_backward_reference<T, A>(pdy, px, pw, mean.data<A>(), rstd.data<A>(), pdx, pdw, pdb, rows,
+                                          n);
+      return;
+    }
+    std::vector<A> ones;
+    if (!pw) ones.assign(size_t(n), A(1)), pw = ones.data();
+    layer_norm_backward_fast<T, A>(pdy, px, pw, mean.data<A>(), rstd.data<A>(), pdx, pdw, pdb, rows, n);
+  });
+  return gr;
+}
+
+}  // namespace ng::norms
+
+// ---- 5. The autograd op
+// ------------------------------------------------------------------------------------
+namespace ng::F {
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const char* op = "layer_norm";
+  norms::check_float_input(x, op);
+  norms::check_eps(eps, op);
+  const int64_t k = int64_t(normalized_shape.size());
+  NG_CHECK(k >= 1, op, "normalized_shape must name at least one dim, got ()");
+  bool match = x.dim() >= k;
+  for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[i];
+  NG_CHECK(match, op, "normalized_shape ", shape_str(normalized_shape), " does not match the last ", k,
+           " dimension(s) of x ", shape_str(x.shape()));
+  norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
+  norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
+
+  // x: (rows, n) once made contiguous; weight, bias: (n) in the compute dtype.
+  const DType acc = compute_dtype(x.dtype());
+  const int64_t n = numel(normalized_shape);
+  Tensor xc = x.detach().contiguous();
+  Tensor wc = norms::contiguous_as(weight, acc);
+  Tensor bc = norms::contiguous_as(bias, acc);
+  norms::NormStats fwd = norms::layer_norm_forward(xc, n, wc, bc, eps);
+  Tensor y = fwd.y;
+
+  if (needs_grad({x, weight, bias})) {
+    const bool need_dx = x.requires_grad();
+    const bool need_dw = weight.defined() && weight.requires_grad();
+    const bool need_db = bias.defined() && bias.requires_grad();
+    const DType x_dtype = x.dtype();
+    const DType w_dtype = weight.defined() ? weight.dtype() : acc;
+    const DType b_dtype = bias.defined() ? bias.dtype() : acc;
+    SavedTensor sx(xc, op), sw(wc, op), smean(fwd.mean, op), srstd(fwd.rstd, op);
+    attach(y, "LayerNormBackward", {x, weight, bias}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor dy = dout.to(x_dtype).contiguous();
+      norms::NormGrads g = norms::layer_norm_backward(dy, sx.unpack(), smean.unpack(), srstd.unpack(),
+                                                      sw.unpack(), need_dx, need_dw, need_db);
+      return {g.dx, norms::grad_like(g.dweight, w_dtype, normalized_shape),
+              norms::grad_like(g.dbias, b_dtype, normalized_shape)};
+    });
+  }
+  return y;
+}
+
+}  // namespace ng::F
+
+// ---- 6. The module
+// ------------------------------------------------------------------------------------------
+namespace ng::nn {
+
+LayerNorm::LayerNorm(Shape normalized_shape_in, double eps_in, bool elementwise_affine, bool use_bias)
+    : normalized_shape(std::move(normalized_shape_in)), eps(eps_in) {
+  norms::check_eps(eps, "LayerNorm");
+  for (int64_t s : normalized_shape)
+    NG_CHECK(s > 0, "LayerNorm", "normalized_shape must have positive sizes, got ",
+             shape_str(normalized_shape));
+  if (elementwise_affine) {
+    weight = register_parameter("weight", ones(normalized_shape));
+    if (use_bias) bias = register_parameter("bias", zeros(normalized_shape));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  return F::layer_norm(x, normalized_shape, weight, bias, eps);
+}
+
+}  // namespace ng::nn
+#endif  // HWY_ONCE

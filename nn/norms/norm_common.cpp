@@ -1,0 +1,47 @@
+#include "nn/norms/norm_common.h"
+
+#include <algorithm>
+
+namespace ng::norms {
+
+RowChunks row_chunks(int64_t rows, int64_t row_len) {
+  constexpr int64_t kMaxChunks = 64;
+  constexpr int64_t kChunkElements = 1 << 15;
+  RowChunks c;
+  if (rows <= 0) return c;
+  const int64_t total = rows * std::max<int64_t>(row_len, 1);
+  const int64_t wanted = std::clamp<int64_t>(total / kChunkElements, 1, std::min(kMaxChunks, rows));
+  c.grain = (rows + wanted - 1) / wanted;
+  c.count = (rows + c.grain - 1) / c.grain;
+  return c;
+}
+
+void check_float_input(const Tensor& x, const char* op) {
+  NG_CHECK(x.defined(), op, "expected an input tensor, got an undefined one");
+  NG_CHECK(is_floating(x.dtype()), op, "expected a floating input (f32, f64, f16 or bf16), got ",
+           dtype_name(x.dtype()));
+}
+
+void check_eps(double eps, const char* op) {
+  NG_CHECK(eps > 0, op, "expected eps > 0 (it keeps 1/sqrt(var + eps) finite), got ", eps);
+}
+
+void check_affine(const Tensor& t, const char* name, const Shape& shape, const Tensor& x, const char* what,
+                  const char* op) {
+  if (!t.defined()) return;
+  NG_CHECK(is_floating(t.dtype()), op, name, " must be floating, got ", dtype_name(t.dtype()));
+  NG_CHECK(t.shape() == shape, op, name, " has shape ", shape_str(t.shape()), ", expected ", shape_str(shape),
+           " to match ", what, " of x ", shape_str(x.shape()));
+}
+
+Tensor contiguous_as(const Tensor& t, DType dt) {
+  if (!t.defined()) return t;
+  return t.detach().to(dt).contiguous();
+}
+
+Tensor grad_like(const Tensor& g, DType dt, const Shape& shape) {
+  if (!g.defined()) return g;
+  return g.reshape(shape).to(dt);
+}
+
+}  // namespace ng::norms

@@ -1,0 +1,86 @@
+// What the four norm files share: the input checks, dtype helpers, and the deterministic reduction of
+// per-chunk partial sums (dweight, dbias, BatchNorm statistics).
+//
+// Determinism. A reduction over rows (dweight_j = sum_r dy_rj * xhat_rj) is cut into a FIXED number of row
+// chunks that depends only on the sizes (row_chunks below), never on the thread count. Each chunk writes its
+// own partial row (no atomics, no sharing); the partial rows are then added in chunk order 0, 1, 2, ... So
+// whether one thread runs every chunk or two threads share them, every addition happens in the same order and
+// the result is bitwise the same.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nn/norms/norm_math.h"
+#include "tensor/parallel.h"
+#include "tensor/tensor.h"
+
+namespace ng::norms {
+
+// Which implementation to run: the scalar reference loop (the readable one, also the tests' reference) or
+// the fast Highway + OpenMP kernel.
+enum class Impl { reference, fast };
+
+// What a norm's forward returns: the output and the statistics saved for backward.
+struct NormStats {
+  Tensor y;     // like x
+  Tensor mean;  // (groups), compute dtype; undefined for RMSNorm
+  Tensor rstd;  // (groups), compute dtype
+};
+
+// What a norm's backward returns; an entry is undefined where it was not asked for.
+struct NormGrads {
+  Tensor dx, dweight, dbias;
+};
+
+// Load a storage element into the compute type A, and store back (round to nearest even for f16/bf16).
+template <typename A, typename T>
+inline A load_acc(T v) {
+  if constexpr (std::is_same_v<T, double>)
+    return A(v);
+  else
+    return A(load_f32(v));
+}
+template <typename T, typename A>
+inline T store_acc(A v) {
+  if constexpr (std::is_same_v<T, double>)
+    return T(v);
+  else
+    return store_f32<T>(float(v));
+}
+
+// The fixed chunking of `rows` rows of length `row_len` for reductions: at most 64 chunks, about 32 K
+// elements each. Depends only on the sizes.
+struct RowChunks {
+  int64_t grain = 1;  // rows per chunk (the last may be shorter)
+  int64_t count = 1;  // number of chunks
+};
+RowChunks row_chunks(int64_t rows, int64_t row_len);
+
+// out[j] = part[0][j] + part[1][j] + ... + part[count-1][j], added in that order (part is count x n).
+template <typename A>
+void reduce_partials(const std::vector<A>& part, int64_t count, int64_t n, A* out) {
+  parallel_for(n, 4096, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) out[j] = 0;
+    for (int64_t c = 0; c < count; ++c) {
+      const A* p = part.data() + c * n;
+      for (int64_t j = j0; j < j1; ++j) out[j] += p[j];
+    }
+  });
+}
+
+// ---- checks shared by the F:: functions (each throws ng::Error naming `op`) ----
+void check_float_input(const Tensor& x, const char* op);
+void check_eps(double eps, const char* op);
+// weight/bias (either may be undefined) must have exactly `shape`; `what` describes where it comes from,
+// e.g. "normalized_shape" or "the channel dimension of x".
+void check_affine(const Tensor& t, const char* name, const Shape& shape, const Tensor& x, const char* what,
+                  const char* op);
+
+// A detached, contiguous copy-or-view of t in dtype `dt` (undefined in, undefined out).
+Tensor contiguous_as(const Tensor& t, DType dt);
+
+// A gradient computed in the compute dtype, returned in the dtype and shape of the tensor it belongs to.
+Tensor grad_like(const Tensor& g, DType dt, const Shape& shape);
+
+}  // namespace ng::norms

@@ -1,0 +1,105 @@
+// Highway helpers shared by the norm kernels: load any storage type as a vector of the compute type, store
+// it back (with round-to-nearest-even for f16/bf16), and handle the tail of a row.
+//
+// This is a per-target "-inl.h" header: each norm .cpp includes it inside its Highway pass, so it is compiled
+// once per SIMD target. The toggle guard below is Highway's idiom for that (a plain #pragma once would
+// include it only for the first target).
+//
+// Storage types: float, double, hwy::float16_t, hwy::bfloat16_t (the same bits as ng::f16 / ng::bf16).
+// Compute type A: double for double, float for the rest.
+#if defined(NG_NORM_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NG_NORM_SIMD_INL_H_
+#undef NG_NORM_SIMD_INL_H_
+#else
+#define NG_NORM_SIMD_INL_H_
+#endif
+
+#include <cstring>
+#include <type_traits>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <typename T>
+using AccT = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// v = x[0 .. Lanes) converted to A.
+template <class D, typename T>
+HWY_INLINE hn::Vec<D> LoadAs(D d, const T* HWY_RESTRICT p) {
+  if constexpr (std::is_same_v<T, hn::TFromD<D>>) {
+    return hn::LoadU(d, p);
+  } else {
+    const hn::Rebind<T, D> dh;  // same lane count, 16-bit lanes
+    return hn::PromoteTo(d, hn::LoadU(dh, p));
+  }
+}
+
+// x[0 .. Lanes) = v converted to T, rounding to nearest even.
+template <class D, typename T>
+HWY_INLINE void StoreAs(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
+  if constexpr (std::is_same_v<T, hn::TFromD<D>>) {
+    hn::StoreU(v, d, p);
+  } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    hn::StoreU(hn::DemoteTo(dh, v), dh, p);  // F16C vcvtps2ph: round to nearest even
+  } else {
+    // bf16 = the top half of the f32 bits. Highway 1.0.3's DemoteTo truncates, so round by hand, as
+    // ng::f32_to_bf16 does: add 0x7fff plus the lowest kept bit, then drop the low 16 bits. NaN stays quiet.
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto u = hn::BitCast(du, v);
+    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), lsb)));
+    const auto quiet_nan = hn::ShiftRight<16>(hn::Or(u, hn::Set(du, 0x00400000u)));
+    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+    const hn::Rebind<uint16_t, D> du16;
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, reinterpret_cast<uint16_t*>(p));
+  }
+}
+
+// The tail of a row (fewer than Lanes elements): copy it into a zero-padded buffer, work on full vectors,
+// copy the result back. Never reads or writes past the row, whatever the storage type.
+template <class D, typename T>
+struct Tail {
+  static constexpr size_t kMax = HWY_MAX_BYTES / sizeof(hn::TFromD<D>);
+  HWY_ALIGN T buf[kMax];
+  size_t count;
+  Tail(const T* HWY_RESTRICT p, size_t count_in) : count(count_in) {
+    std::memset(buf, 0, sizeof(buf));
+    std::memcpy(buf, p, count * sizeof(T));
+  }
+  // For an output tail: nothing to read, `count` elements will be written by store().
+  explicit Tail(size_t count_in) : count(count_in) {}
+  hn::Vec<D> load(D d) const { return LoadAs(d, buf); }
+  void store(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
+    StoreAs(d, v, buf);
+    std::memcpy(p, buf, count * sizeof(T));
+  }
+};
+
+// Zero-padded A-typed tail (weights, partial sums).
+template <class D>
+HWY_INLINE hn::Vec<D> LoadTailA(D d, const hn::TFromD<D>* HWY_RESTRICT p, size_t count) {
+  HWY_ALIGN hn::TFromD<D> buf[HWY_MAX_BYTES / sizeof(hn::TFromD<D>)] = {};
+  std::memcpy(buf, p, count * sizeof(hn::TFromD<D>));
+  return hn::Load(d, buf);
+}
+template <class D>
+HWY_INLINE void StoreTailA(D d, hn::Vec<D> v, hn::TFromD<D>* HWY_RESTRICT p, size_t count) {
+  HWY_ALIGN hn::TFromD<D> buf[HWY_MAX_BYTES / sizeof(hn::TFromD<D>)];
+  hn::Store(v, d, buf);
+  std::memcpy(p, buf, count * sizeof(hn::TFromD<D>));
+}
+
+template <class D>
+HWY_INLINE hn::TFromD<D> ReduceSum(D d, hn::Vec<D> v) {
+  return hn::GetLane(hn::SumOfLanes(d, v));
+}
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // NG_NORM_SIMD_INL_H_

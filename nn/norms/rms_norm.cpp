@@ -1,0 +1,379 @@
+// RMSNorm (Zhang, Sennrich 2019): LayerNorm without the mean. Used by LLaMA, MiniMind and most recent LLMs.
+//
+// ---- 1. The formula
+// ----------------------------------------------------------------------------------------
+//
+//   x: (rows, n)  -- every leading dim is a row, n = the last dim
+//
+//   ms_r    = (1/n) sum_i x_ri^2                  mean square; no mean is subtracted
+//   rstd_r  = 1 / sqrt(ms_r + eps)                (torch.rsqrt(x.pow(2).mean(-1) + eps))
+//   xhat_ri = x_ri * rstd_r
+//   y_ri    = xhat_ri * weight_i                   (no bias)
+//
+// Worked example (docs/norms/rms_norm.md): x = [3, -1, 4, -2]: ms = (9 + 1 + 16 + 4) / 4 = 7.5,
+// RMS = sqrt(7.5) = 2.739, y = [1.095, -0.365, 1.461, -0.730], and y's own RMS is 1.
+//
+// Saved for backward: rstd (one number per row); xhat is recomputed from x.
+//
+// Half precision (f16/bf16 x). We do what MiniMind's `self._norm(x.float())` intends, all the way: upcast x
+// to f32, compute ms, rstd, xhat AND the weight multiply in f32, and round once, at the end, to x's dtype.
+// Why the f32 matters: with f16 values around 300, x^2 = 9e4 is above f16's largest finite value 65504, so a
+// sum of squares in f16 is inf and the output is 0 or nan; in f32 it is fine.
+//
+// How this differs from MiniMind's `self.weight * self._norm(x.float()).type_as(x)`:
+//   * there, norm(x) is rounded to the half dtype FIRST, and the weight multiply then happens in low
+//   precision
+//     (weight in f16/bf16) and is rounded again: two roundings. Here: one rounding of the f32 product. For
+//     bf16 (8 bits of mantissa) the extra rounding is up to 2^-9 relative error per element.
+//   * there, an f32 weight with a bf16 x makes the output f32 (PyTorch type promotion); here the output
+//     always has x's dtype.
+//   * the backward here is entirely in f32 (dweight summed in f32), then rounded to weight's dtype.
+//
+// Layout of this file: 1. formula  2. scalar reference loop  3. fast Highway + OpenMP kernel  4. backward:
+// derivation, reference, fast kernel  5. the autograd op F::rms_norm  6. nn::RMSNorm.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "nn/norms/rms_norm.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "nn/norms/norm_simd-inl.h"
+
+#include "autograd/function.h"
+#include "nn/norms/norm_math.h"
+#include "nn/norms/rms_norm.h"
+
+#if HWY_ONCE
+namespace ng::norms {
+
+// ---- 2. The scalar reference loop
+// -------------------------------------------------------------------------- x, y: (rows, n); w: (n) or null;
+// rstd: (rows).
+template <typename T, typename A>
+void rms_norm_forward_reference(const T* x, const A* w, T* y, A* rstd, int64_t rows, int64_t n, A eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    auto get = [&](int64_t i) { return load_acc<A>(xr[i]); };
+    const A rs = norm_math::rstd_from_var(norm_math::mean_square<A>(get, n), eps);
+    rstd[r] = rs;
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = store_acc<T>(get(i) * rs * (w ? w[i] : A(1)));
+  }
+}
+
+}  // namespace ng::norms
+#endif  // HWY_ONCE
+
+// ---- 3. The fast kernel
+// ------------------------------------------------------------------------------------ Per row, two passes
+// over x (the row stays in cache for the second):
+//   pass 1: ms = mean(x^2)                    (one vector accumulator, FMA)
+//   pass 2: y  = (x * rstd) * w               (two multiplies per element)
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+
+template <typename T>
+void RMSNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, T* HWY_RESTRICT y,
+                        AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t n, double eps) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;
+  const size_t rest = size_t(n - n_main);
+
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* HWY_RESTRICT xr = x + r * n;
+    T* HWY_RESTRICT yr = y + r * n;
+    const Tail<D, T> x_tail(xr + n_main, rest);  // zero-padded: adds 0 to the sum of squares
+
+    // pass 1
+    auto ss = hn::Zero(d);
+    for (int64_t i = 0; i < n_main; i += L) {
+      const auto v = LoadAs(d, xr + i);
+      ss = hn::MulAdd(v, v, ss);
+    }
+    if (rest) {
+      const auto v = x_tail.load(d);
+      ss = hn::MulAdd(v, v, ss);
+    }
+    const A rs = A(1) / std::sqrt(ReduceSum(d, ss) / A(n) + A(eps));
+    rstd[r] = rs;
+
+    // pass 2
+    const auto vrs = hn::Set(d, rs);
+    for (int64_t i = 0; i < n_main; i += L)
+      StoreAs(d, hn::Mul(hn::Mul(LoadAs(d, xr + i), vrs), hn::LoadU(d, w + i)), yr + i);
+    if (rest) {
+      Tail<D, T> y_tail(rest);
+      y_tail.store(d, hn::Mul(hn::Mul(x_tail.load(d), vrs), LoadTailA(d, w + n_main, rest)), yr + n_main);
+    }
+  }
+}
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ng::norms {
+
+// ---- 4. The backward
+// ---------------------------------------------------------------------------------------
+//
+// One row, r = rstd, xhat_i = x_i * r, y_i = xhat_i * w_i, and g_i = dL/dxhat_i = dy_i * w_i.
+//
+//   dweight_i = sum_rows dy_i * xhat_i            (weight is shared by all rows)
+//
+// x_j reaches the loss directly through xhat_j and through r (which every xhat_i of the row uses):
+//   d ms / dx_j    = 2 x_j / n
+//   dr / dx_j      = -1/2 (ms + eps)^(-3/2) * 2 x_j / n = -r^3 x_j / n = -r^2 xhat_j / n
+//   dxhat_i / dx_j = r delta_ij + x_i dr/dx_j = r (delta_ij - xhat_i xhat_j / n)
+//
+//   dx_j = sum_i g_i dxhat_i/dx_j = r * ( g_j - xhat_j * (1/n) sum_i g_i xhat_i )
+//
+// The exact formula coded (norm_math::rms_norm_dx), with mean_gx = (1/n) sum_i g_i xhat_i:
+//
+//   dx_j = rstd * g_j  -  rstd * xhat_j * mean_gx
+//          term 1         term 2
+//   term 1: the direct path x_j -> xhat_j; term 2: the path through the mean square.
+// Compared with LayerNorm, the "through the mean" term is gone, because there is no mean.
+
+// Reference. dy, x, dx: (rows, n); w: (n) or null; rstd: (rows); dw: (n) or null, summed in row order.
+template <typename T, typename A>
+void rms_norm_backward_reference(const T* dy, const T* x, const A* w, const A* rstd, T* dx, A* dw,
+                                 int64_t rows, int64_t n) {
+  if (dw) std::fill(dw, dw + n, A(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    const T* dyr = dy + r * n;
+    const A rs = rstd[r];
+    auto xhat = [&](int64_t i) { return load_acc<A>(xr[i]) * rs; };
+    auto g = [&](int64_t i) { return load_acc<A>(dyr[i]) * (w ? w[i] : A(1)); };
+
+    A sum_gx = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      sum_gx += g(i) * xhat(i);
+      if (dw) dw[i] += load_acc<A>(dyr[i]) * xhat(i);
+    }
+    if (!dx) continue;
+    const A mean_gx = sum_gx / A(n);
+    for (int64_t i = 0; i < n; ++i)
+      dx[r * n + i] = store_acc<T>(norm_math::rms_norm_dx(g(i), xhat(i), rs, mean_gx));
+  }
+}
+
+}  // namespace ng::norms
+#endif  // HWY_ONCE
+
+// The fast backward, two passes per row:
+//   pass 1: sum_gx (vector accumulator); this chunk's dweight partial row += dy * xhat
+//   pass 2: dx = fma(g, rstd, xhat * (-rstd * mean_gx))        term 1 + term 2
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+
+template <typename T>
+void RMSNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                         const AccT<T>* HWY_RESTRICT rstd, T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part,
+                         int64_t r0, int64_t r1, int64_t n) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;
+  const size_t rest = size_t(n - n_main);
+
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* HWY_RESTRICT xr = x + r * n;
+    const T* HWY_RESTRICT dyr = dy + r * n;
+    const A rs = rstd[r];
+    const auto vrs = hn::Set(d, rs);
+    const Tail<D, T> x_tail(xr + n_main, rest), dy_tail(dyr + n_main, rest);  // zero-padded
+
+    // pass 1
+    auto sum_gx = hn::Zero(d);
+    for (int64_t i = 0; i < n_main; i += L) {
+      const auto dyv = LoadAs(d, dyr + i);
+      const auto xhat = hn::Mul(LoadAs(d, xr + i), vrs);
+      sum_gx = hn::MulAdd(hn::Mul(dyv, hn::LoadU(d, w + i)), xhat, sum_gx);
+      if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + i)), d, dw_part + i);
+    }
+    if (rest) {
+      const auto dyv = dy_tail.load(d);
+      const auto xhat = hn::Mul(x_tail.load(d), vrs);
+      sum_gx = hn::MulAdd(hn::Mul(dyv, LoadTailA(d, w + n_main, rest)), xhat, sum_gx);
+      if (dw_part)
+        StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, dw_part + n_main, rest)), dw_part + n_main, rest);
+    }
+    if (!dx) continue;
+
+    // pass 2
+    const A mean_gx = ReduceSum(d, sum_gx) / A(n);
+    const auto k2 = hn::Set(d, -rs * mean_gx);  // term 2 = xhat * k2
+    T* HWY_RESTRICT dxr = dx + r * n;
+    for (int64_t i = 0; i < n_main; i += L) {
+      const auto g = hn::Mul(LoadAs(d, dyr + i), hn::LoadU(d, w + i));
+      const auto xhat = hn::Mul(LoadAs(d, xr + i), vrs);
+      StoreAs(d, hn::MulAdd(g, vrs, hn::Mul(xhat, k2)), dxr + i);  // term 1 + term 2
+    }
+    if (rest) {
+      const auto g = hn::Mul(dy_tail.load(d), LoadTailA(d, w + n_main, rest));
+      const auto xhat = hn::Mul(x_tail.load(d), vrs);
+      Tail<D, T> dx_tail(rest);
+      dx_tail.store(d, hn::MulAdd(g, vrs, hn::Mul(xhat, k2)), dxr + n_main);
+    }
+  }
+}
+
+#define NG_RMS_NORM_INSTANCES(NAME, T)                                                                 \
+  void RMSNormForward##NAME(const T* x, const AccT<T>* w, T* y, AccT<T>* rstd, int64_t r0, int64_t r1, \
+                            int64_t n, double eps) {                                                   \
+    RMSNormForwardRows<T>(x, w, y, rstd, r0, r1, n, eps);                                              \
+  }                                                                                                    \
+  void RMSNormBackward##NAME(const T* dy, const T* x, const AccT<T>* w, const AccT<T>* rstd, T* dx,    \
+                             AccT<T>* dw, int64_t r0, int64_t r1, int64_t n) {                         \
+    RMSNormBackwardRows<T>(dy, x, w, rstd, dx, dw, r0, r1, n);                                         \
+  }
+NG_RMS_NORM_INSTANCES(F32, float)
+NG_RMS_NORM_INSTANCES(F64, double)
+NG_RMS_NORM_INSTANCES(F16, hwy::float16_t)
+NG_RMS_NORM_INSTANCES(BF16, hwy::bfloat16_t)
+#undef NG_RMS_NORM_INSTANCES
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "nn/norms/norm_dispatch.h"
+
+namespace ng::norms {
+
+HWY_EXPORT(RMSNormForwardF32);
+HWY_EXPORT(RMSNormForwardF64);
+HWY_EXPORT(RMSNormForwardF16);
+HWY_EXPORT(RMSNormForwardBF16);
+HWY_EXPORT(RMSNormBackwardF32);
+HWY_EXPORT(RMSNormBackwardF64);
+HWY_EXPORT(RMSNormBackwardF16);
+HWY_EXPORT(RMSNormBackwardBF16);
+
+NormStats rms_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, double eps, Impl impl) {
+  NG_CHECK(x.is_contiguous(), "rms_norm_forward", "expected a contiguous x");
+  const DType acc = compute_dtype(x.dtype());
+  const int64_t rows = n > 0 ? x.numel() / n : 0;
+  NormStats s;
+  s.y = empty(x.shape(), x.dtype());
+  s.rstd = empty({rows}, acc);
+  if (x.numel() == 0) return s;
+  dispatch_storage(x.dtype(), "rms_norm", [&]<typename T, typename A>() {
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* py = static_cast<T*>(s.y.raw_data());
+    A* prstd = s.rstd.data<A>();
+    const A* pw = weight.defined() ? weight.data<A>() : nullptr;
+    if (impl == Impl::reference) {
+      rms_norm_forward_reference<T, A>(px, pw, py, prstd, rows, n, A(eps));
+      return;
+    }
+    std::vector<A> ones;
+    if (!pw) ones.assign(size_t(n), A(1)), pw = ones.data();
+    const int64_t grain = std::max<int64_t>(1, 16384 / n);
+    parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+      NG_NORM_SIMD_CALL(T, RMSNormForward, hwy_ptr(px), pw, hwy_ptr(py), prstd, r0, r1, n, eps);
+    });
+  });
+  return s;
+}
+
+NormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                            bool need_dx, bool need_dweight, Impl impl) {
+  NG_CHECK(x.is_contiguous() && dy.is_contiguous(), "rms_norm_backward", "expected contiguous x and dy");
+  NG_CHECK(dy.dtype() == x.dtype() && dy.shape() == x.shape(), "rms_norm_backward", "dy ",
+           shape_str(dy.shape()), " ", dtype_name(dy.dtype()), " does not match x ", shape_str(x.shape()),
+           " ", dtype_name(x.dtype()));
+  const DType acc = compute_dtype(x.dtype());
+  const int64_t rows = rstd.numel();
+  const int64_t n = rows > 0 ? x.numel() / rows : 0;
+  NormGrads gr;
+  if (need_dx) gr.dx = empty(x.shape(), x.dtype());
+  if (need_dweight) gr.dweight = zeros({n}, acc);
+  if (x.numel() == 0) return gr;
+  dispatch_storage(x.dtype(), "rms_norm", [&]<typename T, typename A>() {
+    const T* pdy = static_cast<const T*>(dy.raw_data());
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* pdx = need_dx ? static_cast<T*>(gr.dx.raw_data()) : nullptr;
+    A* pdw = need_dweight ? gr.dweight.data<A>() : nullptr;
+    const A* prstd = rstd.data<A>();
+    const A* pw = weight.defined() ? weight.data<A>() : nullptr;
+    if (impl == Impl::reference) {
+      rms_norm_backward_reference<T, A>(pdy, px, pw, prstd, pdx, pdw, rows, n);
+      return;
+    }
+    std::vector<A> ones;
+    if (!pw) ones.assign(size_t(n), A(1)), pw = ones.data();
+    // Fixed row chunks, one dweight partial row each, summed in chunk order (norm_common.h).
+    const RowChunks chunks = row_chunks(rows, n);
+    std::vector<A> dw_part(pdw ? size_t(chunks.count * n) : 0, A(0));
+    parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
+        NG_NORM_SIMD_CALL(T, RMSNormBackward, hwy_ptr(pdy), hwy_ptr(px), pw, prstd, hwy_ptr(pdx),
+                          pdw ? dw_part.data() + c * n : nullptr, r0, r1, n);
+      }
+    });
+    if (pdw) reduce_partials(dw_part, chunks.count, n, pdw);
+  });
+  return gr;
+}
+
+}  // namespace ng::norms
+
+// ---- 5. The autograd op
+// ------------------------------------------------------------------------------------
+namespace ng::F {
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  const char* op = "rms_norm";
+  norms::check_float_input(x, op);
+  norms::check_eps(eps, op);
+  NG_CHECK(x.dim() >= 1, op, "expected x with at least 1 dimension (*, C), got a 0-d tensor");
+  const int64_t n = x.size(-1);
+  norms::check_affine(weight, "weight", Shape{n}, x, "the last dimension", op);
+
+  // x: (rows, C) once contiguous; weight: (C) in the compute dtype.
+  const DType acc = compute_dtype(x.dtype());
+  Tensor xc = x.detach().contiguous();
+  Tensor wc = norms::contiguous_as(weight, acc);
+  norms::NormStats fwd = norms::rms_norm_forward(xc, n, wc, eps);
+  Tensor y = fwd.y;
+
+  if (needs_grad({x, weight})) {
+    const bool need_dx = x.requires_grad();
+    const bool need_dw = weight.defined() && weight.requires_grad();
+    const DType x_dtype = x.dtype();
+    const DType w_dtype = weight.defined() ? weight.dtype() : acc;
+    SavedTensor sx(xc, op), sw(wc, op), srstd(fwd.rstd, op);
+    attach(y, "RMSNormBackward", {x, weight}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor dy = dout.to(x_dtype).contiguous();
+      norms::NormGrads g =
+          norms::rms_norm_backward(dy, sx.unpack(), srstd.unpack(), sw.unpack(), need_dx, need_dw);
+      return {g.dx, norms::grad_like(g.dweight, w_dtype, Shape{n})};
+    });
+  }
+  return y;
+}
+
+}  // namespace ng::F
+
+// ---- 6. The module
+// ------------------------------------------------------------------------------------------
+namespace ng::nn {
+
+RMSNorm::RMSNorm(int64_t dim_in, double eps_in, bool elementwise_affine) : dim(dim_in), eps(eps_in) {
+  NG_CHECK(dim > 0, "RMSNorm", "dim must be positive, got ", dim);
+  norms::check_eps(eps, "RMSNorm");
+  if (elementwise_affine) weight = register_parameter("weight", ones({dim}));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  return F::rms_norm(x, weight, eps);
+}
+
+}  // namespace ng::nn
+#endif  // HWY_ONCE

@@ -1,0 +1,96 @@
+#include "optim/adam.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "tensor/parallel.h"
+
+namespace ng::optim {
+
+namespace {
+nn::NamedTensors name_them(const std::vector<Tensor>& params) {
+  nn::NamedTensors out;
+  for (size_t i = 0; i < params.size(); ++i) out.emplace_back(std::to_string(i), params[i]);
+  return out;
+}
+}  // namespace
+
+Adam::Adam(nn::NamedTensors params, const AdamOptions& o, bool decoupled)
+    : Optimizer(std::move(params), o.lr), options(o), decoupled_(decoupled) {
+  check_options();
+}
+Adam::Adam(nn::NamedTensors params, const AdamOptions& o) : Adam(std::move(params), o, false) {}
+Adam::Adam(const std::vector<Tensor>& params, const AdamOptions& o) : Adam(name_them(params), o, false) {}
+
+AdamW::AdamW(nn::NamedTensors params, const AdamWOptions& o) : Adam(std::move(params), o, true) {}
+AdamW::AdamW(const std::vector<Tensor>& params, const AdamWOptions& o) : Adam(name_them(params), o, true) {}
+
+void Adam::check_options() const {
+  const char* op = decoupled_ ? "AdamW" : "Adam";
+  NG_CHECK(options.beta1 >= 0 && options.beta1 < 1, op, "expected 0 <= beta1 < 1, got ", options.beta1);
+  NG_CHECK(options.beta2 >= 0 && options.beta2 < 1, op, "expected 0 <= beta2 < 1, got ", options.beta2);
+  NG_CHECK(options.eps >= 0, op, "expected eps >= 0, got ", options.eps);
+  NG_CHECK(options.weight_decay >= 0, op, "expected weight_decay >= 0, got ", options.weight_decay);
+}
+
+std::map<std::string, double> Adam::hyperparameters() const {
+  return {{"lr", lr},
+          {"beta1", options.beta1},
+          {"beta2", options.beta2},
+          {"eps", options.eps},
+          {"weight_decay", options.weight_decay}};
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  const std::string op = type_name() + ".step";
+  const double beta1 = options.beta1, beta2 = options.beta2, eps = options.eps, wd = options.weight_decay;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    if (!grad.is_contiguous()) grad = grad.contiguous();
+    NG_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype(), op.c_str(), "parameter '",
+             params_[i].first, "' has grad ", dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
+             ", expected ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
+    Tensor m = buffer(i, "exp_avg");
+    Tensor v = buffer(i, "exp_avg_sq");
+    const int64_t t = ++state_[i].step;
+
+    // The per-step scalars, in double (as PyTorch computes them in Python floats).
+    const double bias_correction1 = 1.0 - std::pow(beta1, double(t));
+    const double bias_correction2 = 1.0 - std::pow(beta2, double(t));
+    const double step_size = lr / bias_correction1;
+    const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+    const double decay = decoupled_ ? 1.0 - lr * wd : 1.0;  // AdamW's p *= (1 - lr wd)
+    const bool coupled_wd = !decoupled_ && wd != 0;
+
+    NG_DISPATCH_FLOAT(p.dtype(), op.c_str(), [&]<typename scalar_t>() {
+      using T = scalar_t;  // float or double: the update runs in the parameter's dtype
+      T* pp = p.data<T>();
+      const T* pg = grad.data<T>();
+      T* pm = m.data<T>();
+      T* pv = v.data<T>();
+      const T one_minus_beta1 = T(1.0 - beta1), beta2_t = T(beta2), one_minus_beta2 = T(1.0 - beta2);
+      const T wd_t = T(wd), decay_t = T(decay), eps_t = T(eps), step_size_t = T(step_size);
+      const T bc2_sqrt = T(bias_correction2_sqrt);
+      // One pass: each element's moments and parameter are updated together.
+      parallel_for(p.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          T g = pg[k];
+          if (coupled_wd) g = g + wd_t * pp[k];
+          if (decoupled_) pp[k] = pp[k] * decay_t;
+          pm[k] = pm[k] + one_minus_beta1 * (g - pm[k]);
+          pv[k] = beta2_t * pv[k] + one_minus_beta2 * g * g;
+          const T denom = std::sqrt(pv[k]) / bc2_sqrt + eps_t;
+          pp[k] = pp[k] - step_size_t * pm[k] / denom;
+        }
+      });
+    });
+    p.bump_version();
+    m.bump_version();
+    v.bump_version();
+  }
+}
+
+}  // namespace ng::optim

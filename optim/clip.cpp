@@ -1,0 +1,50 @@
+#include "optim/clip.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "tensor/ops/elementwise.h"
+
+namespace ng::optim {
+
+namespace {
+// ||g||_2 of one gradient, summed serially in double (deterministic).
+double l2_norm(const Tensor& g) {
+  double s = 0;
+  NG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm_", [&]<typename scalar_t>() {
+    Tensor c = g.contiguous();
+    const scalar_t* p = c.data<scalar_t>();
+    for (int64_t k = 0; k < c.numel(); ++k) s += double(p[k]) * double(p[k]);
+  });
+  return std::sqrt(s);
+}
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params) {
+  NoGradGuard no_grad;
+  double sum_sq = 0;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    double n = l2_norm(g);
+    sum_sq += n * n;
+  }
+  return std::sqrt(sum_sq);
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  NG_CHECK(max_norm > 0, "clip_grad_norm_", "expected max_norm > 0, got ", max_norm);
+  const double total = grad_norm(params);
+  if (!std::isfinite(total)) return total;
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0) {
+    NoGradGuard no_grad;
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) mul_(g, coef);
+    }
+  }
+  return total;
+}
+
+}  // namespace ng::optim

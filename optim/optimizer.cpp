@@ -1,0 +1,131 @@
+#include "optim/optimizer.h"
+
+#include <set>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+
+namespace ng::optim {
+
+namespace {
+nn::NamedTensors name_them(const std::vector<Tensor>& params) {
+  nn::NamedTensors out;
+  for (size_t i = 0; i < params.size(); ++i) out.emplace_back(std::to_string(i), params[i]);
+  return out;
+}
+}  // namespace
+
+Optimizer::Optimizer(nn::NamedTensors params, double lr_) : lr(lr_), params_(std::move(params)) {
+  NG_CHECK(lr >= 0, "Optimizer", "expected a learning rate >= 0, got ", lr);
+  std::set<std::string> seen;
+  std::set<const TensorImpl*> seen_tensors;
+  for (auto& [name, p] : params_) {
+    NG_CHECK(p.defined(), "Optimizer", "parameter '", name, "' is an undefined tensor");
+    NG_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, "Optimizer", "parameter '", name,
+             "' has dtype ", dtype_name(p.dtype()), ", expected f32 or f64");
+    NG_CHECK(p.is_contiguous(), "Optimizer", "parameter '", name, "' must be contiguous");
+    NG_CHECK(seen.insert(name).second, "Optimizer", "parameter name '", name, "' appears twice");
+    NG_CHECK(seen_tensors.insert(p.impl_ptr().get()).second, "Optimizer", "parameter '", name,
+             "' is the same tensor as an earlier one (a tied weight must be listed once)");
+  }
+  state_.resize(params_.size());
+}
+
+Optimizer::Optimizer(const std::vector<Tensor>& params, double lr_) : Optimizer(name_them(params), lr_) {}
+
+void Optimizer::zero_grad() {
+  for (auto& [_, p] : params_) p.zero_grad();
+}
+
+Tensor& Optimizer::buffer(size_t i, const std::string& name) {
+  auto& bufs = state_[i].buffers;
+  auto it = bufs.find(name);
+  if (it == bufs.end())
+    it = bufs.emplace(name, zeros(params_[i].second.shape(), params_[i].second.dtype())).first;
+  return it->second;
+}
+
+nn::NamedTensors Optimizer::state_dict() const {
+  nn::NamedTensors out;
+  out.emplace_back("lr", scalar_tensor(lr, DType::f64));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].first;
+    out.emplace_back(name + ".step", from_vector(std::vector<int64_t>{state_[i].step}, Shape{}));
+    for (auto& [b, t] : state_[i].buffers) out.emplace_back(name + "." + b, t);
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
+  std::map<std::string, Tensor> given(given_list.begin(), given_list.end());
+  std::vector<std::string> missing, mismatched;
+  std::vector<ParamState> loaded(params_.size());
+  double new_lr = lr;
+
+  auto take = [&](const std::string& key) -> Tensor {
+    auto it = given.find(key);
+    if (it == given.end()) return Tensor();
+    Tensor t = it->second;
+    given.erase(it);
+    return t;
+  };
+
+  if (Tensor t = take("lr"); t.defined()) {
+    if (t.numel() != 1)
+      mismatched.push_back("lr: expected one value, got shape " + shape_str(t.shape()));
+    else
+      new_lr = t.item();
+  } else {
+    missing.push_back("lr");
+  }
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    Tensor step = take(name + ".step");
+    if (!step.defined()) {
+      missing.push_back(name + ".step");
+    } else if (step.dtype() != DType::i64 || step.numel() != 1) {
+      mismatched.push_back(name + ".step: expected one i64 value, got " +
+                           std::string(dtype_name(step.dtype())) + " " + shape_str(step.shape()));
+    } else {
+      loaded[i].step = int64_t(step.to_vector<int64_t>()[0]);
+    }
+    // Buffers exist once the parameter has been stepped (for the optimizers that keep any).
+    for (const std::string& b : buffer_names()) {
+      Tensor t = take(name + "." + b);
+      if (!t.defined()) {
+        if (loaded[i].step > 0) missing.push_back(name + "." + b);
+        continue;
+      }
+      if (t.shape() != p.shape()) {
+        mismatched.push_back(name + "." + b + ": expected " + shape_str(p.shape()) + ", got " +
+                             shape_str(t.shape()));
+        continue;
+      }
+      Tensor copy = empty(p.shape(), p.dtype());
+      NoGradGuard no_grad;
+      copy.copy_(t);
+      loaded[i].buffers.emplace(b, copy);
+    }
+  }
+
+  std::ostringstream msg;
+  auto list = [&](const char* what, const std::vector<std::string>& v) {
+    if (v.empty()) return;
+    msg << " " << what << ":";
+    for (size_t i = 0; i < v.size(); ++i) msg << (i ? ", " : " ") << v[i];
+    msg << ";";
+  };
+  std::vector<std::string> unexpected;
+  for (auto& [k, _] : given) unexpected.push_back(k);
+  list("missing", missing);
+  list("unexpected", unexpected);
+  list("wrong shape", mismatched);
+  if (!msg.str().empty())
+    fail((type_name() + ".load_state_dict").c_str(), "the state does not match the optimizer." + msg.str());
+
+  lr = new_lr;
+  state_ = std::move(loaded);
+}
+
+}  // namespace ng::optim

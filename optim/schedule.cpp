@@ -1,0 +1,40 @@
+#include "optim/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/error.h"
+
+namespace ng::optim {
+
+LRSchedule constant_lr(double base_lr) {
+  return LRSchedule{"constant", base_lr, 0, 0, 0.0};
+}
+
+LRSchedule linear_warmup(double base_lr, int64_t warmup_steps) {
+  NG_CHECK(warmup_steps >= 0, "linear_warmup", "expected warmup_steps >= 0, got ", warmup_steps);
+  return LRSchedule{"linear_warmup", base_lr, warmup_steps, 0, 0.0};
+}
+
+LRSchedule cosine_with_warmup(double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr) {
+  NG_CHECK(warmup_steps >= 0 && total_steps > warmup_steps, "cosine_with_warmup",
+           "expected 0 <= warmup_steps < total_steps, got warmup_steps ", warmup_steps, " and total_steps ",
+           total_steps);
+  return LRSchedule{"cosine", base_lr, warmup_steps, total_steps, min_lr};
+}
+
+double LRSchedule::operator()(int64_t step) const {
+  NG_CHECK(step >= 0, "LRSchedule", "expected step >= 0, got ", step);
+  if (kind == "constant") return base_lr;
+  // Warmup, shared by linear_warmup and cosine: ramp from base/warmup up to base.
+  if (step < warmup_steps) return base_lr * double(step + 1) / double(warmup_steps);
+  if (kind == "linear_warmup") return base_lr;
+  if (kind == "cosine") {
+    double progress = double(step - warmup_steps) / double(total_steps - warmup_steps);
+    progress = std::clamp(progress, 0.0, 1.0);
+    return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+  }
+  fail("LRSchedule", "unknown schedule kind '", kind, "', expected constant, linear_warmup or cosine");
+}
+
+}  // namespace ng::optim

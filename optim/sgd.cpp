@@ -1,0 +1,79 @@
+#include "optim/sgd.h"
+
+#include "autograd/grad_mode.h"
+#include "tensor/parallel.h"
+
+namespace ng::optim {
+
+SGD::SGD(nn::NamedTensors params, const SGDOptions& o) : Optimizer(std::move(params), o.lr), options(o) {
+  check_options();
+}
+SGD::SGD(const std::vector<Tensor>& params, const SGDOptions& o) : Optimizer(params, o.lr), options(o) {
+  check_options();
+}
+
+void SGD::check_options() const {
+  NG_CHECK(options.momentum >= 0, "SGD", "expected momentum >= 0, got ", options.momentum);
+  NG_CHECK(options.weight_decay >= 0, "SGD", "expected weight_decay >= 0, got ", options.weight_decay);
+  NG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0), "SGD",
+           "nesterov needs momentum > 0 and dampening = 0, got momentum ", options.momentum,
+           " and dampening ", options.dampening);
+}
+
+std::map<std::string, double> SGD::hyperparameters() const {
+  return {{"lr", lr},
+          {"momentum", options.momentum},
+          {"dampening", options.dampening},
+          {"weight_decay", options.weight_decay},
+          {"nesterov", options.nesterov ? 1.0 : 0.0}};
+}
+
+std::vector<std::string> SGD::buffer_names() const {
+  if (options.momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  const double momentum = options.momentum, dampening = options.dampening, wd = options.weight_decay;
+  const bool nesterov = options.nesterov;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    if (!grad.is_contiguous()) grad = grad.contiguous();
+    NG_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype(), "SGD.step", "parameter '",
+             params_[i].first, "' has grad ", dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
+             ", expected ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
+    const bool first = state_[i].step == 0;
+    state_[i].step += 1;
+    Tensor buf = momentum != 0 ? buffer(i, "momentum_buffer") : Tensor();
+
+    NG_DISPATCH_FLOAT(p.dtype(), "SGD.step", [&]<typename scalar_t>() {
+      using T = scalar_t;  // float or double: the update runs in the parameter's dtype
+      {
+        T* pp = p.data<T>();
+        const T* pg = grad.data<T>();
+        T* pb = buf.defined() ? buf.data<T>() : nullptr;
+        const T lr_t = T(lr), mom = T(momentum), damp = T(1.0 - dampening), wd_t = T(wd);
+        // One pass: each element's whole update at once.
+        parallel_for(p.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+          for (int64_t k = b; k < e; ++k) {
+            T g = pg[k];
+            if (wd != 0) g = g + wd_t * pp[k];
+            T d = g;
+            if (pb) {
+              pb[k] = first ? g : mom * pb[k] + damp * g;
+              d = nesterov ? g + mom * pb[k] : pb[k];
+            }
+            pp[k] = pp[k] - lr_t * d;
+          }
+        });
+      }
+    });
+    p.bump_version();
+    if (buf.defined()) buf.bump_version();
+  }
+}
+
+}  // namespace ng::optim

@@ -1,0 +1,117 @@
+// plot::Axis: tick selection and value -> position mapping. See axis.h.
+#include "plot/axis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "tensor/error.h"
+
+namespace ng::plot {
+
+double Axis::unit(double v) const {
+  if (scale == Scale::Log) return (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
+  return (v - lo) / (hi - lo);
+}
+
+double nice_step(double span, int target) {
+  double raw = span / double(std::max(target, 1));
+  double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double fraction = raw / magnitude;  // in [1, 10)
+  double nice = fraction <= 1.0 ? 1.0 : fraction <= 2.0 ? 2.0 : fraction <= 5.0 ? 5.0 : 10.0;
+  return nice * magnitude;
+}
+
+namespace {
+
+Axis linear_axis(double lo, double hi, int target) {
+  if (lo == hi) {
+    double pad = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
+    lo -= pad;
+    hi += pad;
+  }
+  double step = nice_step(hi - lo, target);
+  Axis a;
+  a.scale = Scale::Linear;
+  a.lo = std::floor(lo / step + 1e-9) * step;
+  a.hi = std::ceil(hi / step - 1e-9) * step;
+  long n = std::lround((a.hi - a.lo) / step);
+  for (long i = 0; i <= n; ++i) {
+    double t = a.lo + double(i) * step;
+    if (std::abs(t) < step * 1e-9) t = 0;  // no "-0" or "1e-17" from rounding
+    a.ticks.push_back(t);
+  }
+  return a;
+}
+
+Axis log_axis(double lo, double hi, int target) {
+  if (lo == hi) {
+    lo /= 2;
+    hi *= 2;
+  }
+  // Pad by 5% of the span in log space, so the extreme points are not on the frame.
+  double l0 = std::log10(lo), l1 = std::log10(hi);
+  double pad = 0.05 * (l1 - l0);
+  Axis a;
+  a.scale = Scale::Log;
+  a.lo = std::pow(10.0, l0 - pad);
+  a.hi = std::pow(10.0, l1 + pad);
+  int d0 = int(std::floor(std::log10(a.lo))), d1 = int(std::ceil(std::log10(a.hi)));
+  // Decades; thin them out when there are many (every 2nd, 3rd, ... power of ten).
+  int decades = d1 - d0;
+  int every = std::max(1, (decades + target - 1) / std::max(target, 1));
+  auto collect = [&](const std::vector<double>& mantissas) {
+    std::vector<double> ticks;
+    for (int d = d0; d <= d1; ++d) {
+      if (mantissas.size() == 1 && (d % every) != 0) continue;
+      for (double m : mantissas) {
+        double t = m * std::pow(10.0, d);
+        if (t >= a.lo * (1 - 1e-12) && t <= a.hi * (1 + 1e-12)) ticks.push_back(t);
+      }
+    }
+    return ticks;
+  };
+  a.ticks = collect({1.0});
+  if (a.ticks.size() < 3) a.ticks = collect({1.0, 2.0, 5.0});
+  if (a.ticks.size() < 3) {
+    // Less than a decade: evenly stepped "nice" values (e.g. 3, 4, 5, 6 ... on a 2.6 .. 10 axis).
+    double step = nice_step(a.hi - a.lo, target);
+    a.ticks.clear();
+    for (double t = std::ceil(a.lo / step - 1e-9) * step; t <= a.hi * (1 + 1e-12); t += step)
+      a.ticks.push_back(t);
+  }
+  return a;
+}
+
+}  // namespace
+
+Axis make_axis(Scale scale, double lo, double hi, int target, const char* op) {
+  NG_CHECK(std::isfinite(lo) && std::isfinite(hi), op, "axis range must be finite, got [", lo, ", ", hi, "]");
+  NG_CHECK(lo <= hi, op, "axis range is reversed: [", lo, ", ", hi, "]");
+  if (scale == Scale::Log) {
+    NG_CHECK(lo > 0, op, "a log axis needs positive values, got ", lo);
+    return log_axis(lo, hi, target);
+  }
+  return linear_axis(lo, hi, target);
+}
+
+std::string format_tick(double v, Scale scale) {
+  char buf[32];
+  double a = std::abs(v);
+  if (v == 0) return "0";
+  if (scale == Scale::Log && (a < 1e-2 || a >= 1e4)) {
+    std::snprintf(buf, sizeof(buf), "%.0e", v);  // decades: "1e-05"
+    std::string s = buf;
+    double back = std::stod(s);
+    if (std::abs(back - v) > 1e-9 * a) std::snprintf(buf, sizeof(buf), "%.1e", v);
+    return buf;
+  }
+  if (a >= 1e5 || a < 1e-3) {
+    std::snprintf(buf, sizeof(buf), "%.2g", v);
+    return buf;
+  }
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+}  // namespace ng::plot

@@ -1,0 +1,35 @@
+// plot::Figure: panels in a grid under an optional title, rendered to an Image or a PNG file.
+#include <variant>
+
+#include "plot/frame.h"
+#include "tensor/error.h"
+
+namespace ng::plot {
+
+Image render(const Figure& fig) {
+  constexpr const char* kOp = "plot::Figure";
+  NG_CHECK(!fig.panels.empty(), kOp, "'", fig.title, "' has no panels");
+  NG_CHECK(fig.cols >= 1, kOp, "cols must be >= 1, got ", fig.cols);
+  NG_CHECK(fig.panel_width >= 100 && fig.panel_height >= 80, kOp,
+           "panels must be at least 100 x 80 pixels, got ", fig.panel_width, " x ", fig.panel_height);
+  int cols = std::min<int>(fig.cols, int(fig.panels.size()));
+  int rows = int((fig.panels.size() + size_t(cols) - 1) / size_t(cols));
+  float band = fig.title.empty() ? 0.0f : text_height(2.4f) + 16;
+  Canvas c(fig.panel_width * cols, fig.panel_height * rows + int(band));
+  if (!fig.title.empty()) {
+    float w = text_width(fig.title, 2.4f);
+    c.text(0.5f * (float(c.width()) - w), 10, fig.title, 2.4f, colors::black);
+  }
+  for (size_t i = 0; i < fig.panels.size(); ++i) {
+    Rect r{float(int(i) % cols * fig.panel_width), band + float(int(i) / cols * fig.panel_height),
+           float(fig.panel_width), float(fig.panel_height)};
+    std::visit([&](const auto& panel) { draw(c, r, panel); }, fig.panels[i]);
+  }
+  return c.resolve();
+}
+
+void save_png(const Figure& fig, const std::string& path) {
+  write_png(path, render(fig));
+}
+
+}  // namespace ng::plot

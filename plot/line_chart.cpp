@@ -1,0 +1,139 @@
+// plot::LineChart: validation, axis ranges, and drawing (series with gaps at non-finite values, markers,
+// reference lines, legend).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "plot/frame.h"
+#include "tensor/error.h"
+
+namespace ng::plot {
+namespace {
+
+constexpr const char* kOp = "plot::LineChart";
+
+double x_at(const Series& s, size_t i) {
+  return s.x.empty() ? double(i) : s.x[i];
+}
+
+std::string series_name(const Series& s, size_t index) {
+  return s.label.empty() ? "series " + std::to_string(index) : "series '" + s.label + "'";
+}
+
+void validate(const LineChart& chart) {
+  NG_CHECK(!chart.series.empty(), kOp, "'", chart.title, "' has no series");
+  for (size_t k = 0; k < chart.series.size(); ++k) {
+    const Series& s = chart.series[k];
+    NG_CHECK(!s.y.empty(), kOp, series_name(s, k), " is empty");
+    NG_CHECK(s.x.empty() || s.x.size() == s.y.size(), kOp, series_name(s, k), " has ", s.x.size(),
+             " x values but ", s.y.size(), " y values");
+    for (size_t i = 0; i < s.y.size(); ++i) {
+      NG_CHECK(std::isfinite(x_at(s, i)), kOp, series_name(s, k), " has a non-finite x[", i, "]");
+      if (chart.yscale == Scale::Log && std::isfinite(s.y[i]))
+        NG_CHECK(s.y[i] > 0, kOp, series_name(s, k), " has y[", i, "] = ", s.y[i],
+                 ", but a log axis needs positive values");
+    }
+  }
+  if (chart.yscale == Scale::Log) {
+    for (const RefLine& h : chart.hlines)
+      NG_CHECK(h.at > 0, kOp, "horizontal line '", h.label, "' at ", h.at, " on a log axis (needs > 0)");
+    if (chart.ymin) NG_CHECK(*chart.ymin > 0, kOp, "ymin = ", *chart.ymin, " on a log axis (needs > 0)");
+  }
+  if (chart.ymin && chart.ymax)
+    NG_CHECK(*chart.ymin < *chart.ymax, kOp, "ymin = ", *chart.ymin, " is not below ymax = ", *chart.ymax);
+}
+
+}  // namespace
+
+Frame line_chart_frame(const LineChart& chart, const Rect& panel) {
+  validate(chart);
+  double inf = std::numeric_limits<double>::infinity();
+  double xlo = inf, xhi = -inf, ylo = inf, yhi = -inf;
+  for (const Series& s : chart.series)
+    for (size_t i = 0; i < s.y.size(); ++i) {
+      xlo = std::min(xlo, x_at(s, i));
+      xhi = std::max(xhi, x_at(s, i));
+      if (!std::isfinite(s.y[i])) continue;
+      ylo = std::min(ylo, s.y[i]);
+      yhi = std::max(yhi, s.y[i]);
+    }
+  for (const RefLine& v : chart.vlines) xlo = std::min(xlo, v.at), xhi = std::max(xhi, v.at);
+  for (const RefLine& h : chart.hlines) ylo = std::min(ylo, h.at), yhi = std::max(yhi, h.at);
+  if (chart.ymin) ylo = *chart.ymin;
+  if (chart.ymax) yhi = *chart.ymax;
+  NG_CHECK(std::isfinite(ylo) && std::isfinite(yhi), kOp, "'", chart.title,
+           "' has no finite y value to plot (every point is NaN or Inf)");
+
+  Frame f;
+  f.x = make_axis(Scale::Linear, xlo, xhi, 6, kOp);
+  // x: the data fill the frame exactly (steps 0..N), with ticks only inside it.
+  if (xlo < xhi) {
+    f.x.lo = xlo, f.x.hi = xhi;
+    std::erase_if(f.x.ticks,
+                  [&](double t) { return t < xlo - 1e-9 * (xhi - xlo) || t > xhi + 1e-9 * (xhi - xlo); });
+  }
+  f.y = make_axis(chart.yscale, ylo, yhi, 6, kOp);
+  if (chart.ymin) f.y.lo = *chart.ymin;
+  if (chart.ymax) f.y.hi = *chart.ymax;
+  if (chart.ymin || chart.ymax)
+    std::erase_if(f.y.ticks, [&](double t) { return t < f.y.lo * (1 - 1e-9) || t > f.y.hi * (1 + 1e-9); });
+  f.area = detail::plot_area(panel, chart.title, chart.xlabel, chart.ylabel, f.y);
+  return f;
+}
+
+void draw(Canvas& c, const Rect& panel, const LineChart& chart) {
+  Frame f = line_chart_frame(chart, panel);
+  detail::draw_frame(c, panel, f, chart.title, chart.xlabel, chart.ylabel, /*x_ticks=*/true);
+
+  for (const RefLine& h : chart.hlines) detail::draw_hline(c, f, h, /*label=*/false);
+  for (size_t i = 0; i < chart.vlines.size(); ++i) detail::draw_vline(c, f, chart.vlines[i], int(i), false);
+
+  std::vector<std::pair<float, float>> points;  // every drawn point, for the legend placement
+  std::vector<detail::LegendEntry> legend;
+  for (size_t k = 0; k < chart.series.size(); ++k) {
+    const Series& s = chart.series[k];
+    Color color = s.color.value_or(palette(int(k)));
+    size_t n = s.y.size();
+    // Line: consecutive finite points are joined; a non-finite y breaks the line.
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (s.width <= 0 || !std::isfinite(s.y[i]) || !std::isfinite(s.y[i + 1])) continue;
+      float x0 = float(f.px(x_at(s, i))), y0 = float(f.py(s.y[i]));
+      float x1 = float(f.px(x_at(s, i + 1))), y1 = float(f.py(s.y[i + 1]));
+      if (!detail::clip_segment(f.area, x0, y0, x1, y1)) continue;
+      if (s.dashed)
+        c.dashed_line(x0, y0, x1, y1, s.width, color);
+      else
+        c.line(x0, y0, x1, y1, s.width, color);
+    }
+    int every = s.marker_every > 0 ? s.marker_every : std::max(1, int((n + 14) / 15));
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(s.y[i])) continue;
+      float x = float(f.px(x_at(s, i))), y = float(f.py(s.y[i]));
+      bool inside = x >= f.area.x - 0.5f && x <= f.area.right() + 0.5f && y >= f.area.y - 0.5f &&
+                    y <= f.area.bottom() + 0.5f;
+      if (!inside) continue;
+      points.emplace_back(x, y);
+      // A lone finite point between gaps gets a marker too, or it would be invisible.
+      bool lone = (i == 0 || !std::isfinite(s.y[i - 1])) && (i + 1 == n || !std::isfinite(s.y[i + 1]));
+      if (s.marker != Marker::None && (i % size_t(every) == 0 || i + 1 == n))
+        detail::draw_marker(c, s.marker, x, y, 3.5f, color);
+      else if (lone)
+        c.disc(x, y, std::max(2.0f, s.width), color);
+    }
+    if (!s.label.empty()) legend.push_back({s.label, color, s.marker, true, s.dashed});
+  }
+
+  // Labels over the data; the legend keeps clear of the vertical lines' labels.
+  for (const RefLine& h : chart.hlines) detail::draw_hline(c, f, h, /*label=*/true);
+  for (size_t i = 0; i < chart.vlines.size(); ++i) {
+    detail::draw_vline(c, f, chart.vlines[i], int(i), /*label=*/true);
+    if (chart.vlines[i].label.empty()) continue;
+    Rect box = detail::vline_label_box(f, chart.vlines[i], int(i));
+    for (float y = box.y; y <= box.bottom(); y += 4)
+      for (float x = box.x; x <= box.right(); x += 4)
+        for (int repeat = 0; repeat < 20; ++repeat) points.emplace_back(x, y);  // weigh labels heavily
+  }
+  if (chart.legend) detail::draw_legend(c, f.area, legend, points);
+}
+
+}  // namespace ng::plot

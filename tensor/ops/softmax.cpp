@@ -1,0 +1,166 @@
+// softmax / log_softmax: forward and backward side by side. See softmax.h for the formulas.
+//
+// Layout: the op moves `dim` to the end (a free permute) and makes that contiguous, so every kernel below
+// sees `rows` contiguous rows of length L. For the usual dim = -1 on a contiguous tensor nothing is copied.
+#include "tensor/ops/softmax.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/function.h"
+#include "tensor/kernels/softmax_simd.h"
+#include "tensor/parallel.h"
+
+namespace ng {
+
+// =====================================================================================================
+// 1. The reference kernels: one row at a time, plain scalar loops
+// =====================================================================================================
+// Rows are independent; each row is computed by one thread in a fixed order, so the result does not
+// depend on the thread count. f32 rows accumulate their sum in double.
+template <typename T>
+void softmax_rows_reference(const T* x, T* y, int64_t rows, int64_t L, bool log) {
+  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(L, 1)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* xr = x + r * L;
+      T* yr = y + r * L;
+      // m = max_j x_j
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < L; ++j) m = std::max(m, xr[j]);
+      if (m == -std::numeric_limits<T>::infinity()) m = 0;  // an all -inf row: avoid (-inf) - (-inf) = nan
+      // s = sum_j exp(x_j - m)
+      double s = 0;
+      for (int64_t j = 0; j < L; ++j) s += std::exp(double(xr[j] - m));
+      if (log) {
+        // y_i = (x_i - m) - log s
+        const T log_s = T(std::log(s));
+        for (int64_t j = 0; j < L; ++j) yr[j] = (xr[j] - m) - log_s;
+      } else {
+        // y_i = exp(x_i - m) / s
+        const T inv_s = T(1.0 / s);
+        for (int64_t j = 0; j < L; ++j) yr[j] = std::exp(xr[j] - m) * inv_s;
+      }
+    }
+  });
+}
+template void softmax_rows_reference<float>(const float*, float*, int64_t, int64_t, bool);
+template void softmax_rows_reference<double>(const double*, double*, int64_t, int64_t, bool);
+
+// The fast path: the same math with Highway vectors (tensor/kernels/softmax_simd.cpp), rows in parallel.
+// A row holding nan or +inf (the SIMD kernel declines it) goes through the reference, which propagates nan.
+template <typename T>
+void softmax_rows(const T* x, T* y, int64_t rows, int64_t L, bool log) {
+  if (L == 0) return;
+  parallel_for(rows, std::max<int64_t>(1, 4096 / L), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r)
+      if (!simd::softmax_row(x + r * L, y + r * L, L, log))
+        softmax_rows_reference(x + r * L, y + r * L, 1, L, log);
+  });
+}
+template void softmax_rows<float>(const float*, float*, int64_t, int64_t, bool);
+template void softmax_rows<double>(const double*, double*, int64_t, int64_t, bool);
+
+namespace {
+
+// Backward of one row, given y (the forward output) and dy:
+//   softmax:      dx_i = y_i (dy_i - sum_j dy_j y_j)
+//   log_softmax:  dx_i = dy_i - exp(y_i) sum_j dy_j          (exp(y) is the softmax)
+template <typename T>
+void softmax_backward_rows(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log) {
+  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(L, 1)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* yr = y + r * L;
+      const T* gr = dy + r * L;
+      T* dr = dx + r * L;
+      if (log) {
+        double s = 0;  // sum_j dy_j
+        for (int64_t j = 0; j < L; ++j) s += double(gr[j]);
+        for (int64_t j = 0; j < L; ++j) dr[j] = gr[j] - std::exp(yr[j]) * T(s);
+      } else {
+        double s = 0;  // sum_j dy_j y_j
+        for (int64_t j = 0; j < L; ++j) s += double(gr[j]) * double(yr[j]);
+        for (int64_t j = 0; j < L; ++j) dr[j] = yr[j] * (gr[j] - T(s));
+      }
+    }
+  });
+}
+
+// The permutation that moves `dim` to the end, keeping the other dims in order.
+std::vector<int64_t> dim_last_perm(int64_t ndim, int64_t dim) {
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (d != dim) perm.push_back(d);
+  perm.push_back(dim);
+  return perm;
+}
+std::vector<int64_t> inverse_perm(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = int64_t(i);
+  return inv;
+}
+
+// t with `dim` moved last, contiguous, cut from the graph: rows x L.
+Tensor rows_of(const Tensor& t, const std::vector<int64_t>& perm) {
+  NoGradGuard g;
+  return t.detach().permute(perm).contiguous();
+}
+// The inverse: a (rows x L) buffer in permuted order back to the original dim order, contiguous.
+Tensor unrows(const Tensor& rows, const std::vector<int64_t>& perm) {
+  NoGradGuard g;
+  return rows.permute(inverse_perm(perm)).contiguous();
+}
+
+Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  NG_CHECK(is_floating(x.dtype()), op, "expected a floating tensor, got ", dtype_name(x.dtype()));
+  NG_CHECK(x.device().is_cpu(), op, "expected a CPU tensor, got ", x.device().str());
+  if (is_half(x.dtype())) return softmax_impl(x.to(DType::f32), dim_in, log).to(x.dtype());
+  if (x.dim() == 0) return softmax_impl(x.reshape({1}), 0, log).reshape({});
+
+  // x: (..., L, ...) with L = x.size(dim); viewed as rows x L.
+  const int64_t dim = wrap_dim(dim_in, x.dim(), op);
+  const int64_t L = x.size(dim);
+  const int64_t rows = L == 0 ? 0 : x.numel() / L;
+  const std::vector<int64_t> perm = dim_last_perm(x.dim(), dim);
+
+  Tensor xr = rows_of(x, perm);
+  Tensor yr = empty(xr.shape(), x.dtype());
+  NG_DISPATCH_FLOAT(x.dtype(), op, [&]<typename scalar_t>() {
+    softmax_rows(xr.data<scalar_t>(), yr.data<scalar_t>(), rows, L, log);
+  });
+  Tensor y = unrows(yr, perm);
+
+  if (needs_grad({x})) {
+    // Save y, not x: both backwards are written in terms of the output (cheaper than recomputing it).
+    SavedTensor saved_y(y, op);
+    attach(y, log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x},
+           [saved_y, perm, rows, L, log, op](const Tensor& dout) -> std::vector<Tensor> {
+             Tensor yr = rows_of(saved_y.unpack(), perm);
+             Tensor gr = rows_of(dout, perm);
+             Tensor dxr = empty(yr.shape(), yr.dtype());
+             NG_DISPATCH_FLOAT(yr.dtype(), op, [&]<typename scalar_t>() {
+               softmax_backward_rows(yr.data<scalar_t>(), gr.data<scalar_t>(), dxr.data<scalar_t>(), rows, L,
+                                     log);
+             });
+             return {unrows(dxr, perm)};
+           });
+  }
+  return y;
+}
+
+}  // namespace
+
+// softmax: y_i = exp(x_i - m) / sum_j exp(x_j - m).
+//   dy_i/dx_k = y_i (delta_ik - y_k), so dx_k = sum_i dy_i y_i (delta_ik - y_k)
+//                                              = y_k (dy_k - sum_i dy_i y_i).
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(x, dim, false);
+}
+
+// log_softmax: y_i = x_i - log sum_j exp(x_j).
+//   dy_i/dx_k = delta_ik - softmax_k, so dx_k = dy_k - softmax_k sum_i dy_i,   softmax_k = exp(y_k).
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(x, dim, true);
+}
+
+}  // namespace ng

@@ -1,0 +1,81 @@
+// Small helpers shared by tests/test_norms_*.cpp.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "normgrad.h"
+
+namespace normtest {
+
+using namespace ng;
+
+// A random f64 leaf that requires grad.
+inline Tensor leaf(const Shape& shape, uint64_t seed, double mean = 0.0, double std = 1.0) {
+  Generator gen(seed);
+  return randn(shape, gen, DType::f64, mean, std).requires_grad_();
+}
+
+// A random NON-contiguous f64 leaf of `shape`: every other element of a tensor twice as wide in the last dim.
+inline Tensor strided_leaf(const Shape& shape, uint64_t seed) {
+  Shape wide = shape;
+  wide.back() *= 2;
+  Generator gen(seed);
+  Tensor base = randn(wide, gen, DType::f64);
+  Tensor view = base.slice(int64_t(shape.size()) - 1, 0, wide.back(), 2);
+  EXPECT_FALSE(view.is_contiguous());
+  return view.requires_grad_();
+}
+
+inline void expect_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                             const std::string& what) {
+  GradcheckResult r = gradcheck(fn, inputs);
+  EXPECT_TRUE(r.ok) << what << ": " << r.message();
+  EXPECT_GT(r.checked, 0) << what;
+}
+
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  EXPECT_EQ(va.size(), vb.size());
+  double m = 0;
+  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
+    if (std::isnan(va[i]) != std::isnan(vb[i])) return INFINITY;
+    if (!std::isnan(va[i])) m = std::max(m, std::abs(va[i] - vb[i]));
+  }
+  return m;
+}
+
+inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * dtype_size(ca.dtype())) == 0;
+}
+
+// Expect fn() to throw ng::Error whose message contains every one of `parts`.
+inline void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected ng::Error containing '" << parts.front() << "'";
+  } catch (const Error& e) {
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message: " << e.what() << "\nmissing: " << p;
+  }
+}
+
+// Run fn with the thread count forced to n, then restore the previous count.
+template <typename Fn>
+auto with_threads(int n, Fn&& fn) {
+  const int before = num_threads();
+  set_num_threads(n);
+  auto r = fn();
+  set_num_threads(before);
+  return r;
+}
+
+}  // namespace normtest

@@ -1,0 +1,239 @@
+// LayerNorm: golden values, gradchecks (random shapes, non-contiguous, behind a matmul), fast kernel vs the
+// reference loop on random and hostile rows, half precision, determinism, errors, the module.
+#include "norms_test_util.h"
+
+using namespace ng;
+using namespace normtest;
+
+namespace {
+
+// The whole op in f64 straight from the formula, for comparisons.
+std::vector<double> layer_norm_f64(const std::vector<double>& x, int64_t n, double eps) {
+  std::vector<double> y(x.size());
+  for (size_t r = 0; r < x.size() / size_t(n); ++r) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; ++i) m += x[r * n + i];
+    m /= double(n);
+    for (int64_t i = 0; i < n; ++i) v += (x[r * n + i] - m) * (x[r * n + i] - m);
+    v /= double(n);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = (x[r * n + i] - m) / std::sqrt(v + eps);
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST(LayerNorm, GoldenHandComputed) {
+  // x = [1, 2, 3, 4]: mean 2.5, var = (2.25 + 0.25 + 0.25 + 2.25) / 4 = 1.25, rstd = 1/sqrt(1.25 + 1e-5).
+  // y = xhat * w + b with w = [1, 2, 1, 0.5], b = [0, 0, 1, -1].
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, DType::f64);
+  Tensor w = tensor({1.0, 2.0, 1.0, 0.5}, DType::f64), b = tensor({0.0, 0.0, 1.0, -1.0}, DType::f64);
+  std::vector<double> y = F::layer_norm(x, {4}, w, b).to_vector<double>();
+  const double r = 1.0 / std::sqrt(1.25 + 1e-5);  // 0.894423613...
+  std::vector<double> expect = {-1.5 * r, -0.5 * r * 2, 0.5 * r + 1, 1.5 * r * 0.5 - 1};
+  std::vector<double> literal = {-1.3416354199689269, -0.894423613312618, 1.447211806656309,
+                                 -0.32918229001553656};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(y[i], expect[i], 1e-14);
+    EXPECT_NEAR(y[i], literal[i], 1e-12);
+  }
+  // The saved statistics.
+  norms::NormStats s = norms::layer_norm_forward(x, 4, Tensor(), Tensor(), 1e-5);
+  EXPECT_DOUBLE_EQ(s.mean.item(), 2.5);
+  EXPECT_NEAR(s.rstd.item(), r, 1e-15);
+}
+
+TEST(LayerNorm, GradcheckRandomShapes) {
+  // (shape, number of trailing dims normalized)
+  std::vector<std::pair<Shape, int>> cases = {{{7}, 1},       {{3, 5}, 1},       {{2, 3, 4}, 1},
+                                              {{2, 3, 4}, 2}, {{2, 2, 3, 3}, 1}, {{2, 2, 3, 3}, 3},
+                                              {{4, 1}, 1}};
+  uint64_t seed = 10;
+  for (auto& [shape, k] : cases) {
+    Shape ns(shape.end() - k, shape.end());
+    Tensor x = leaf(shape, ++seed), w = leaf(ns, ++seed, 1.0, 0.5), b = leaf(ns, ++seed);
+    expect_gradcheck([&](const std::vector<Tensor>& in) { return F::layer_norm(in[0], ns, in[1], in[2]); },
+                     {x, w, b}, "layer_norm " + shape_str(shape) + " over " + shape_str(ns));
+    // and without affine parameters
+    expect_gradcheck([&](const std::vector<Tensor>& in) { return F::layer_norm(in[0], ns); }, {x},
+                     "layer_norm no affine " + shape_str(shape));
+  }
+}
+
+TEST(LayerNorm, GradcheckNonContiguousInput) {
+  Tensor x = strided_leaf({3, 6}, 21), w = leaf({6}, 22, 1.0, 0.5), b = leaf({6}, 23);
+  expect_gradcheck([&](const std::vector<Tensor>& in) { return F::layer_norm(in[0], {6}, in[1], in[2]); },
+                   {x, w, b}, "strided x");
+  // a transposed (column-major) input
+  Tensor xt = leaf({5, 4}, 24).detach().t().requires_grad_();
+  ASSERT_FALSE(xt.is_contiguous());
+  Tensor w5 = leaf({5}, 25);
+  expect_gradcheck([&](const std::vector<Tensor>& in) { return F::layer_norm(in[0], {5}, in[1]); }, {xt, w5},
+                   "transposed x");
+}
+
+TEST(LayerNorm, GradcheckBehindMatmul) {
+  // y = layer_norm(a @ W): the gradient reaching a and W goes through the full dx of the norm.
+  Tensor a = leaf({4, 3}, 31), W = leaf({3, 6}, 32), w = leaf({6}, 33, 1.0, 0.5), b = leaf({6}, 34);
+  expect_gradcheck(
+      [&](const std::vector<Tensor>& in) { return F::layer_norm(matmul(in[0], in[1]), {6}, in[2], in[3]); },
+      {a, W, w, b}, "layer_norm(a @ W)");
+}
+
+TEST(LayerNorm, FastMatchesReference) {
+  // Odd lengths exercise the SIMD tails; 1 is the degenerate row.
+  for (int64_t n : {1, 2, 3, 7, 8, 15, 17, 33, 100, 1027}) {
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+      Generator gen(uint64_t(n) * 7 + uint64_t(dt));
+      Tensor x = randn({5, n}, gen, DType::f32, 0.5, 2.0).to(dt);
+      Tensor w = randn({n}, gen, compute_dtype(dt)), b = randn({n}, gen, compute_dtype(dt));
+      Tensor dy = randn({5, n}, gen, DType::f32).to(dt);
+      auto ref = norms::layer_norm_forward(x, n, w, b, 1e-5, norms::Impl::reference);
+      auto fast = norms::layer_norm_forward(x, n, w, b, 1e-5, norms::Impl::fast);
+      const double tol = dt == DType::f64 ? 1e-12 : dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 4e-3 : 3e-2;
+      const std::string what = "n=" + std::to_string(n) + " " + dtype_name(dt);
+      EXPECT_LE(max_abs_diff(ref.y, fast.y), tol * 10) << what;
+      EXPECT_LE(max_abs_diff(ref.mean, fast.mean), 1e-5) << what;
+      EXPECT_LE(max_abs_diff(ref.rstd, fast.rstd), 1e-4) << what;
+      auto gref =
+          norms::layer_norm_backward(dy, x, ref.mean, ref.rstd, w, true, true, true, norms::Impl::reference);
+      auto gfast =
+          norms::layer_norm_backward(dy, x, ref.mean, ref.rstd, w, true, true, true, norms::Impl::fast);
+      EXPECT_LE(max_abs_diff(gref.dx, gfast.dx), tol * 10) << what;
+      EXPECT_LE(max_abs_diff(gref.dweight, gfast.dweight), 1e-3) << what;
+      EXPECT_LE(max_abs_diff(gref.dbias, gfast.dbias), 1e-3) << what;
+    }
+  }
+}
+
+TEST(LayerNorm, LargeMeanSmallStdIsRightInF32) {
+  // A row with mean 1e4 and std 1e-2. E[x^2] - E[x]^2 would subtract two numbers near 1e8 (float spacing 8)
+  // to find 1e-4. The centred two-pass gets the normalized values right.
+  const int64_t n = 1000;
+  Generator gen(5);
+  Tensor x = randn({2, n}, gen, DType::f32, 1e4, 1e-2);
+  std::vector<double> xs = x.to_vector<double>();  // the exact f32 inputs, in f64
+  std::vector<double> expect = layer_norm_f64(xs, n, 1e-8);
+  for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+    auto s = norms::layer_norm_forward(x, n, Tensor(), Tensor(), 1e-8, impl);
+    std::vector<double> y = s.y.to_vector<double>();
+    double worst = 0;
+    for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::abs(y[i] - expect[i]));
+    EXPECT_LT(worst, 1e-3) << (impl == norms::Impl::fast ? "fast" : "reference");
+  }
+  // Through the public op too: output has mean 0 and variance 1 per row.
+  std::vector<double> y = F::layer_norm(x, {n}, Tensor(), Tensor(), 1e-8).to_vector<double>();
+  double m = 0, v = 0;
+  for (int64_t i = 0; i < n; ++i) m += y[i];
+  m /= double(n);
+  for (int64_t i = 0; i < n; ++i) v += (y[i] - m) * (y[i] - m);
+  EXPECT_NEAR(m, 0.0, 1e-4);
+  EXPECT_NEAR(v / double(n), 1.0, 1e-3);
+}
+
+TEST(LayerNorm, ConstantRowsAreGovernedByEps) {
+  // var = 0: xhat = 0, so y = bias exactly, and rstd = 1/sqrt(eps).
+  for (int64_t n : {1, 5, 19}) {
+    Tensor x = full({3, n}, 7.25);
+    Tensor b = full({n}, 0.5);
+    for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+      auto s = norms::layer_norm_forward(x, n, Tensor(), b, 1e-5, impl);
+      for (double v : s.y.to_vector<double>()) EXPECT_EQ(v, 0.5);
+      for (double v : s.rstd.to_vector<double>()) EXPECT_NEAR(v, 1.0 / std::sqrt(1e-5), 1e-2);
+      // backward of a constant row: dx = rstd * (g - mean(g)) (xhat = 0), finite
+      Tensor dy = arange(0.0, double(3 * n), 1.0).reshape({3, n});
+      auto g = norms::layer_norm_backward(dy, x, s.mean, s.rstd, Tensor(), true, false, false, impl);
+      for (double v : g.dx.to_vector<double>()) EXPECT_TRUE(std::isfinite(v));
+    }
+  }
+}
+
+TEST(LayerNorm, ValuesNearF16Limits) {
+  // f16 values near 6e4: squares overflow f16 but the statistics are in f32.
+  Tensor x32 = tensor({{60000.0, -60000.0, 30000.0, 65000.0, -65000.0, 1.0, 0.0}}, DType::f32);
+  Tensor x16 = x32.to(DType::f16);
+  std::vector<double> expect = layer_norm_f64(x16.to_vector<double>(), 7, 1e-5);
+  for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+    std::vector<double> y =
+        norms::layer_norm_forward(x16, 7, Tensor(), Tensor(), 1e-5, impl).y.to_vector<double>();
+    for (size_t i = 0; i < y.size(); ++i) {
+      EXPECT_TRUE(std::isfinite(y[i]));
+      EXPECT_NEAR(y[i], expect[i], 2e-3);
+    }
+  }
+}
+
+TEST(LayerNorm, HalfPrecisionMatchesF32) {
+  Generator gen(77);
+  Tensor x = randn({6, 40}, gen);
+  Tensor w = randn({40}, gen, DType::f32, 1.0, 0.2).requires_grad_(), b = randn({40}, gen).requires_grad_();
+  Tensor dy = randn({6, 40}, gen);
+  Tensor x32 = x.detach().requires_grad_();
+  Tensor y32 = F::layer_norm(x32, {40}, w, b);
+  y32.backward(dy);
+  Tensor dw32 = w.grad(), db32 = b.grad(), dx32 = x32.grad();
+  for (DType dt : {DType::f16, DType::bf16}) {
+    w.zero_grad();
+    b.zero_grad();
+    Tensor xh = x.to(dt).requires_grad_();
+    Tensor yh = F::layer_norm(xh, {40}, w, b);
+    EXPECT_EQ(yh.dtype(), dt);
+    const double tol = dt == DType::f16 ? 1e-2 : 6e-2;
+    EXPECT_LE(max_abs_diff(yh, y32), tol) << dtype_name(dt);
+    yh.backward(dy.to(dt));
+    EXPECT_EQ(xh.grad().dtype(), dt);
+    EXPECT_EQ(w.grad().dtype(), DType::f32);
+    EXPECT_LE(max_abs_diff(xh.grad(), dx32), tol * 2) << dtype_name(dt);
+    EXPECT_LE(max_abs_diff(w.grad(), dw32), tol * 4) << dtype_name(dt);
+    EXPECT_LE(max_abs_diff(b.grad(), db32), tol * 4) << dtype_name(dt);
+  }
+}
+
+TEST(LayerNorm, DeterministicAcrossThreadCounts) {
+  Generator gen(3);
+  Tensor x = randn({513, 96}, gen), dy = randn({513, 96}, gen), w = randn({96}, gen);
+  auto run = [&]() {
+    auto s = norms::layer_norm_forward(x, 96, w, Tensor(), 1e-5);
+    auto g = norms::layer_norm_backward(dy, x, s.mean, s.rstd, w, true, true, true);
+    return std::vector<Tensor>{s.y, g.dx, g.dweight, g.dbias};
+  };
+  std::vector<Tensor> one = with_threads(1, run), two = with_threads(2, run);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(bitwise_equal(one[i], two[i])) << "output " << i;
+}
+
+TEST(LayerNorm, Errors) {
+  Tensor x = randn({2, 16, 128});
+  expect_error([&] { F::layer_norm(x, {128}, ones({64})); },
+               {"layer_norm: weight has shape (64), expected (128)", "(2, 16, 128)"});
+  expect_error([&] { F::layer_norm(x, {128}, ones({128}), ones({3})); }, {"layer_norm: bias has shape (3)"});
+  expect_error(
+      [&] { F::layer_norm(x, {64}); },
+      {"layer_norm: normalized_shape (64) does not match the last 1 dimension(s) of x (2, 16, 128)"});
+  expect_error([&] { F::layer_norm(x, {2, 16, 128, 1}); }, {"layer_norm: normalized_shape (2, 16, 128, 1)"});
+  expect_error([&] { F::layer_norm(x, {128}, Tensor(), Tensor(), 0.0); },
+               {"layer_norm: expected eps > 0", "got 0"});
+  expect_error([&] { F::layer_norm(x, {128}, Tensor(), Tensor(), -1e-5); }, {"layer_norm: expected eps > 0"});
+  expect_error([&] { F::layer_norm(arange(4), {4}); }, {"layer_norm: expected a floating input", "i64"});
+  expect_error([&] { nn::LayerNorm(8, 0.0); }, {"LayerNorm: expected eps > 0"});
+}
+
+TEST(LayerNorm, ModuleParametersAndForward) {
+  nn::LayerNorm ln(Shape{3, 4});
+  auto names = ln.state_dict();
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names[0].first, "weight");
+  EXPECT_EQ(names[1].first, "bias");
+  EXPECT_EQ(ln.weight.shape(), (Shape{3, 4}));
+  EXPECT_TRUE(ln.weight.requires_grad());
+  Tensor x = randn({2, 3, 4});
+  Tensor y = ln(x);
+  EXPECT_LE(max_abs_diff(y, F::layer_norm(x, {3, 4})), 1e-6);  // weight 1, bias 0 at init
+  sum(mul(y, y)).backward();
+  ASSERT_TRUE(ln.weight.grad().defined());
+  ASSERT_TRUE(ln.bias.grad().defined());
+  // sum(y^2) with y = xhat * w + b: dL/db_i = sum_rows 2 y_i
+  nn::LayerNorm no_affine(4, 1e-5, false);
+  EXPECT_EQ(no_affine.parameters().size(), 0u);
+  nn::LayerNorm no_bias(4, 1e-5, true, false);
+  EXPECT_EQ(no_bias.parameters().size(), 1u);
+}

@@ -1,0 +1,137 @@
+// softmax / log_softmax: values, numerical safety, gradients, fast == reference, errors, determinism.
+#include "ops_test_util.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+TEST(Softmax, ForwardHandComputed) {
+  Tensor x = tensor({1.0, 2.0, 3.0}, DType::f64);
+  // e^1, e^2, e^3 over their sum 30.19287485...
+  auto y = softmax(x).to_vector<double>();
+  EXPECT_NEAR(y[0], 0.09003057317038046, 1e-15);
+  EXPECT_NEAR(y[1], 0.24472847105479764, 1e-15);
+  EXPECT_NEAR(y[2], 0.6652409557748219, 1e-15);
+  // log_softmax = x - log(sum e^x) = x - 3.40760596444438
+  auto l = log_softmax(x).to_vector<double>();
+  EXPECT_NEAR(l[0], -2.40760596444438, 1e-14);
+  EXPECT_NEAR(l[1], -1.40760596444438, 1e-14);
+  EXPECT_NEAR(l[2], -0.40760596444438, 1e-14);
+}
+
+TEST(Softmax, LargeLogitsDoNotOverflow) {
+  Tensor x = tensor({{1000.0, 1000.0}, {1000.0, 0.0}});
+  auto y = softmax(x).to_vector<double>();
+  EXPECT_FLOAT_EQ(y[0], 0.5f);
+  EXPECT_FLOAT_EQ(y[1], 0.5f);
+  EXPECT_FLOAT_EQ(y[2], 1.0f);
+  EXPECT_EQ(y[3], 0.0);
+  auto l = log_softmax(x).to_vector<double>();
+  EXPECT_NEAR(l[2], 0.0, 1e-6);
+  EXPECT_NEAR(l[3], -1000.0, 1e-3);
+}
+
+TEST(Softmax, MinusInfinityIsMaskedOut) {
+  // Attention masks fill with -inf: those entries get probability exactly 0, the rest renormalise.
+  const double inf = INFINITY;
+  Tensor x = tensor({{-inf, 0.0, 0.0, -inf}, {3.0, -inf, -inf, -inf}});
+  auto y = softmax(x).to_vector<double>();
+  EXPECT_EQ(y, (std::vector<double>{0, 0.5, 0.5, 0, 1, 0, 0, 0}));
+  auto l = log_softmax(x).to_vector<double>();
+  EXPECT_EQ(l[0], -inf);
+  EXPECT_NEAR(l[1], -std::log(2.0), 1e-6);
+  EXPECT_EQ(l[4], 0.0);
+}
+
+TEST(Softmax, NanPropagatesOnlyToItsRow) {
+  Tensor x = tensor({{1.0, NAN, 2.0}, {1.0, 2.0, 3.0}});
+  for (bool log : {false, true}) {
+    auto y = (log ? log_softmax(x) : softmax(x)).to_vector<double>();
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
+    for (int i = 3; i < 6; ++i) EXPECT_FALSE(std::isnan(y[i])) << i;
+  }
+}
+
+TEST(Softmax, AnyDimSumsToOne) {
+  Generator g(1);
+  Tensor x = randn({3, 4, 5}, g, DType::f64);
+  for (int64_t d : {0, 1, 2, -1}) {
+    Tensor s = sum(softmax(x, d), {d});
+    for (double v : s.to_vector<double>()) EXPECT_NEAR(v, 1.0, 1e-14);
+    // exp(log_softmax) == softmax
+    EXPECT_LT(max_abs_diff(exp(log_softmax(x, d)), softmax(x, d)), 1e-14);
+  }
+  // 0-d input: softmax of one element is 1.
+  EXPECT_DOUBLE_EQ(softmax(scalar_tensor(5.0, DType::f64)).item(), 1.0);
+}
+
+TEST(Softmax, GradcheckRandomShapesDimsAndNonContiguous) {
+  Generator g(2);
+  for (int rep = 0; rep < 3; ++rep) {
+    Shape s{2 + rep, 3, 4 + rep};
+    for (int64_t d : {0, 1, -1}) {
+      expect_gradcheck([d](auto& in) { return softmax(in[0], d); }, {leaf(s, g)});
+      expect_gradcheck([d](auto& in) { return log_softmax(in[0], d); }, {leaf(s, g)});
+      expect_gradcheck([d](auto& in) { return softmax(in[0], d); }, {noncontig_leaf(s, g)});
+      expect_gradcheck([d](auto& in) { return log_softmax(in[0], d); }, {noncontig_leaf(s, g)});
+    }
+  }
+  // A sliced (strided) input, and softmax composed with another op.
+  Tensor big = leaf({4, 9}, g);
+  expect_gradcheck([](auto& in) { return softmax(in[0].slice(1, 1, 9, 2)); }, {big});
+  expect_gradcheck([](auto& in) { return mul(softmax(in[0]), in[0]); }, {big});
+}
+
+TEST(Softmax, FastMatchesReferenceIncludingTails) {
+  Generator g(3);
+  for (int64_t L : {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 1000, 1027}) {
+    for (bool log : {false, true}) {
+      const int64_t rows = 5;
+      Tensor x32 = mul(randn({rows, L}, g), 4.0);
+      Tensor a = empty({rows, L}), b = empty({rows, L});
+      softmax_rows_reference(x32.data<float>(), a.data<float>(), rows, L, log);
+      softmax_rows(x32.data<float>(), b.data<float>(), rows, L, log);
+      EXPECT_LT(max_abs_diff(a, b), log ? 2e-5 : 2e-6) << "f32 L=" << L << " log=" << log;
+      Tensor x64 = x32.to(DType::f64);
+      Tensor c = empty({rows, L}, DType::f64), e = empty({rows, L}, DType::f64);
+      softmax_rows_reference(x64.data<double>(), c.data<double>(), rows, L, log);
+      softmax_rows(x64.data<double>(), e.data<double>(), rows, L, log);
+      EXPECT_LT(max_abs_diff(c, e), 1e-13) << "f64 L=" << L << " log=" << log;
+    }
+  }
+}
+
+TEST(Softmax, HalfComputesInF32AndRoundsBack) {
+  Generator g(4);
+  Tensor x = randn({4, 37}, g);
+  for (DType h : {DType::f16, DType::bf16}) {
+    Tensor xh = x.to(h);
+    Tensor y = softmax(xh);
+    EXPECT_EQ(y.dtype(), h);
+    // Exactly the f32 softmax of the rounded input, rounded once.
+    EXPECT_TRUE(bitwise_equal(y, softmax(xh.to(DType::f32)).to(h)));
+    EXPECT_EQ(log_softmax(xh).dtype(), h);
+  }
+}
+
+TEST(Softmax, Errors) {
+  expect_error([] { softmax(arange(4)); }, {"softmax: expected a floating tensor, got i64"});
+  expect_error([] { log_softmax(arange(4)); }, {"log_softmax: expected a floating tensor, got i64"});
+  expect_error([] { softmax(zeros({2, 3}), 2); }, {"softmax: dim 2 is out of range", "2 dims"});
+  expect_error([] { log_softmax(zeros({2, 3}), -3); }, {"log_softmax: dim -3 is out of range"});
+}
+
+TEST(Softmax, SameResultAtOneAndTwoThreads) {
+  Generator g(5);
+  Tensor x = randn({256, 1000}, g);
+  Tensor a, b, ga, gb;
+  for (int threads : {1, 2}) {
+    ThreadsGuard t(threads);
+    Tensor xl = x.detach().requires_grad_();
+    Tensor y = softmax(xl);
+    y.backward(x);
+    (threads == 1 ? a : b) = y;
+    (threads == 1 ? ga : gb) = xl.grad();
+  }
+  EXPECT_TRUE(bitwise_equal(a, b));
+  EXPECT_TRUE(bitwise_equal(ga, gb));
+}

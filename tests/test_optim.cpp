@@ -1,0 +1,231 @@
+// SGD / Adam / AdamW against values computed by hand for three steps; state_dict; clipping; schedules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "normgrad.h"
+
+using namespace ng;
+
+namespace {
+// One parameter, f64, with values v.
+Tensor param(std::vector<double> v) {
+  return from_vector(v, Shape{int64_t(v.size())}, DType::f64).requires_grad_();
+}
+void set_grad(Tensor& p, std::vector<double> g) {
+  p.set_grad(from_vector(g, p.shape(), DType::f64));
+}
+void expect_values(const Tensor& p, std::vector<double> want, double tol) {
+  auto got = p.to_vector<double>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+}  // namespace
+
+TEST(OptimSGD, MomentumThreeStepsByHand) {
+  // p = 1, g = 1 every step, lr 0.1, momentum 0.9:
+  //   t=1: buf = 1            p = 1    - 0.1*1    = 0.9
+  //   t=2: buf = 0.9 + 1 = 1.9   p = 0.9  - 0.19     = 0.71
+  //   t=3: buf = 1.71 + 1 = 2.71 p = 0.71 - 0.271    = 0.439
+  Tensor p = param({1.0});
+  optim::SGD opt(std::vector<Tensor>{p}, {.lr = 0.1, .momentum = 0.9});
+  std::vector<double> want = {0.9, 0.71, 0.439};
+  for (int t = 0; t < 3; ++t) {
+    set_grad(p, {1.0});
+    opt.step();
+    expect_values(p, {want[t]}, 1e-14);
+  }
+  EXPECT_EQ(opt.state()[0].step, 3);
+  expect_values(opt.state()[0].buffers.at("momentum_buffer"), {2.71}, 1e-14);
+}
+
+TEST(OptimSGD, NesterovDampeningWeightDecayThreeStepsByHand) {
+  // p = 2, g = 0.5, lr 0.1, momentum 0.5, weight decay 0.1, nesterov:
+  //   t=1: g' = 0.5 + 0.2 = 0.7;  buf = 0.7;  d = 0.7 + 0.35 = 1.05;        p = 2 - 0.105 = 1.895
+  //   t=2: g' = 0.5 + 0.1895 = 0.6895;  buf = 0.35 + 0.6895 = 1.0395;
+  //        d = 0.6895 + 0.51975 = 1.20925;                                    p = 1.895 - 0.120925 = 1.774075
+  //   t=3: g' = 0.5 + 0.1774075 = 0.6774075;  buf = 0.51975 + 0.6774075 = 1.1971575;
+  //        d = 0.6774075 + 0.59857875 = 1.27598625;                           p = 1.774075 - 0.127598625
+  Tensor p = param({2.0});
+  optim::SGD opt(std::vector<Tensor>{p}, {.lr = 0.1, .momentum = 0.5, .weight_decay = 0.1, .nesterov = true});
+  std::vector<double> want = {1.895, 1.774075, 1.774075 - 0.127598625};
+  for (int t = 0; t < 3; ++t) {
+    set_grad(p, {0.5});
+    opt.step();
+    expect_values(p, {want[t]}, 1e-13);
+  }
+  // Dampening 0.5 without nesterov: buf = g at t=1, then 0.9 buf + 0.5 g.
+  Tensor q = param({0.0});
+  optim::SGD d(std::vector<Tensor>{q}, {.lr = 1.0, .momentum = 0.9, .dampening = 0.5});
+  std::vector<double> wantq = {-1.0, -1.0 - 1.4, -2.4 - 1.76};  // bufs 1, 1.4, 1.76
+  for (int t = 0; t < 3; ++t) {
+    set_grad(q, {1.0});
+    d.step();
+    expect_values(q, {wantq[t]}, 1e-13);
+  }
+}
+
+TEST(OptimAdam, ThreeStepsByHandConstantGradient) {
+  // With a constant gradient g the bias-corrected moments are exactly m_hat = g and v_hat = g^2, so each step
+  // moves p by lr * g / (|g| + eps): p = 1 - 0.1 * t * 2 / (2 + 1e-8).
+  Tensor p = param({1.0});
+  optim::Adam opt(std::vector<Tensor>{p}, {.lr = 0.1});
+  for (int t = 1; t <= 3; ++t) {
+    set_grad(p, {2.0});
+    opt.step();
+    expect_values(p, {1.0 - 0.1 * t * 2.0 / (2.0 + 1e-8)}, 1e-12);
+  }
+  // m after 3 steps: (1 - 0.9^3) * 2 = 0.542; v: (1 - 0.999^3) * 4 = 0.011988004
+  expect_values(opt.state()[0].buffers.at("exp_avg"), {0.542}, 1e-14);
+  expect_values(opt.state()[0].buffers.at("exp_avg_sq"), {0.011988004}, 1e-14);
+}
+
+TEST(OptimAdam, ThreeStepsByHandVaryingGradientWithL2) {
+  // Two elements, gradients change every step, coupled weight decay 0.1. Reference written out in scalars.
+  Tensor p = param({0.5, -1.0});
+  optim::Adam opt(std::vector<Tensor>{p},
+                  {.lr = 0.01, .beta1 = 0.8, .beta2 = 0.9, .eps = 1e-6, .weight_decay = 0.1});
+  const double grads[3][2] = {{1.0, -0.5}, {-2.0, 0.25}, {0.5, 3.0}};
+  double ref[2] = {0.5, -1.0}, m[2] = {0, 0}, v[2] = {0, 0};
+  for (int t = 1; t <= 3; ++t) {
+    set_grad(p, {grads[t - 1][0], grads[t - 1][1]});
+    opt.step();
+    for (int i = 0; i < 2; ++i) {
+      double g = grads[t - 1][i] + 0.1 * ref[i];
+      m[i] = 0.8 * m[i] + 0.2 * g;
+      v[i] = 0.9 * v[i] + 0.1 * g * g;
+      double mhat = m[i] / (1 - std::pow(0.8, t)), vhat = v[i] / (1 - std::pow(0.9, t));
+      ref[i] -= 0.01 * mhat / (std::sqrt(vhat) + 1e-6);
+    }
+    expect_values(p, {ref[0], ref[1]}, 1e-12);
+  }
+}
+
+TEST(OptimAdamW, ThreeStepsByHand) {
+  // p = 1, g = 2, lr 0.1, wd 0.1: p *= 0.99 then p -= 0.1 * 2 / (2 + 1e-8)  (about 0.1):
+  //   0.99 - 0.1 = 0.89;  0.8811 - 0.1 = 0.7811;  0.773289 - 0.1 = 0.673289
+  Tensor p = param({1.0});
+  optim::AdamWOptions o;
+  o.lr = 0.1;
+  o.weight_decay = 0.1;
+  optim::AdamW opt(std::vector<Tensor>{p}, o);
+  EXPECT_EQ(opt.type_name(), "AdamW");
+  const double step = 0.1 * 2.0 / (2.0 + 1e-8);
+  std::vector<double> want = {0.99 - step, (0.99 - step) * 0.99 - step,
+                              ((0.99 - step) * 0.99 - step) * 0.99 - step};
+  EXPECT_NEAR(want[2], 0.673289, 1e-8);
+  for (int t = 0; t < 3; ++t) {
+    set_grad(p, {2.0});
+    opt.step();
+    expect_values(p, {want[t]}, 1e-13);
+  }
+  EXPECT_EQ(optim::AdamWOptions().weight_decay, 1e-2);  // PyTorch defaults
+  EXPECT_EQ(optim::AdamOptions().weight_decay, 0.0);
+  EXPECT_EQ(optim::AdamOptions().eps, 1e-8);
+}
+
+TEST(OptimAdam, F32MatchesF64AndSkipsParamsWithoutGrad) {
+  Generator g(4);
+  Tensor a64 = randn({100}, g, DType::f64);
+  Tensor a32 = a64.to(DType::f32).detach().requires_grad_();
+  a64.requires_grad_();
+  Tensor idle = zeros({3}).requires_grad_();
+  optim::Adam o64(std::vector<Tensor>{a64}, {.lr = 0.01}), o32(std::vector<Tensor>{a32, idle}, {.lr = 0.01});
+  for (int t = 0; t < 3; ++t) {
+    Tensor grad = randn({100}, g, DType::f64);
+    a64.set_grad(grad);
+    a32.set_grad(grad.to(DType::f32));
+    o64.step();
+    o32.step();
+  }
+  auto x = a64.to_vector<double>(), y = a32.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5);
+  EXPECT_EQ(o32.state()[1].step, 0);  // never had a grad
+  EXPECT_TRUE(o32.state()[1].buffers.empty());
+}
+
+TEST(OptimState, StateDictRoundTripAndErrors) {
+  Tensor p = param({1.0, 2.0}), q = param({3.0});
+  nn::NamedTensors named = {{"w", p}, {"b", q}};
+  optim::Adam opt(named, {.lr = 0.1});
+  set_grad(p, {1.0, -1.0});
+  set_grad(q, {0.5});
+  opt.step();
+  nn::NamedTensors sd = opt.state_dict();
+  std::vector<std::string> names;
+  for (auto& [n, _] : sd) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"lr", "w.step", "w.exp_avg", "w.exp_avg_sq", "b.step",
+                                             "b.exp_avg", "b.exp_avg_sq"}));
+
+  Tensor p2 = param({1.0, 2.0}), q2 = param({3.0});
+  optim::Adam opt2(nn::NamedTensors{{"w", p2}, {"b", q2}}, {.lr = 0.5});
+  opt2.load_state_dict(sd);
+  EXPECT_EQ(opt2.lr, 0.1);
+  EXPECT_EQ(opt2.state()[0].step, 1);
+  EXPECT_EQ(opt2.state()[0].buffers.at("exp_avg").to_vector<double>(),
+            opt.state()[0].buffers.at("exp_avg").to_vector<double>());
+  EXPECT_FALSE(opt2.state()[0].buffers.at("exp_avg").same(opt.state()[0].buffers.at("exp_avg")));  // copied
+
+  nn::NamedTensors bad = sd;
+  bad.erase(bad.begin() + 2);                                                 // drop w.exp_avg
+  bad.emplace_back("c.step", from_vector(std::vector<int64_t>{1}, Shape{}));  // unknown parameter
+  bad[4].second = zeros({4}, DType::f64);                                     // b.exp_avg has the wrong shape
+  try {
+    opt2.load_state_dict(bad);
+    FAIL() << "expected ng::Error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("Adam.load_state_dict"), std::string::npos) << m;
+    EXPECT_NE(m.find("missing: w.exp_avg"), std::string::npos) << m;
+    EXPECT_NE(m.find("unexpected: c.step"), std::string::npos) << m;
+    EXPECT_NE(m.find("b.exp_avg: expected (1), got (4)"), std::string::npos) << m;
+  }
+  EXPECT_EQ(opt2.state()[0].step, 1);  // a failed load changes nothing
+}
+
+TEST(OptimErrors, BadOptionsAndParams) {
+  Tensor p = param({1.0});
+  EXPECT_THROW(optim::SGD(std::vector<Tensor>{p}, {.lr = 0.1, .nesterov = true}), Error);
+  EXPECT_THROW(optim::Adam(std::vector<Tensor>{p}, {.beta1 = 1.0}), Error);
+  try {
+    optim::Adam(std::vector<Tensor>{p, p});
+    FAIL() << "expected ng::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("same tensor as an earlier one"), std::string::npos) << e.what();
+  }
+  Tensor h = zeros({2}, DType::f16).requires_grad_();
+  EXPECT_THROW(optim::SGD(std::vector<Tensor>{h}), Error);
+}
+
+TEST(ClipGradNorm, ReturnsTotalNormAndClips) {
+  Tensor a = param({3.0, 0.0}), b = param({0.0}), c = param({1.0});
+  set_grad(a, {3.0, 0.0});
+  set_grad(b, {4.0});
+  // c has no grad: skipped
+  double total = optim::clip_grad_norm_({a, b, c}, 1.0);
+  EXPECT_DOUBLE_EQ(total, 5.0);
+  expect_values(a.grad(), {3.0 / (5.0 + 1e-6), 0.0}, 1e-15);
+  expect_values(b.grad(), {4.0 / (5.0 + 1e-6)}, 1e-15);
+  // Below the threshold nothing changes.
+  set_grad(a, {0.3, 0.4});
+  EXPECT_DOUBLE_EQ(optim::clip_grad_norm_({a}, 1.0), 0.5);
+  expect_values(a.grad(), {0.3, 0.4}, 0);
+  EXPECT_THROW(optim::clip_grad_norm_({a}, 0.0), Error);
+}
+
+TEST(LRSchedule, ConstantWarmupCosine) {
+  auto c = optim::constant_lr(0.1);
+  EXPECT_EQ(c(0), 0.1);
+  EXPECT_EQ(c(1000), 0.1);
+  auto w = optim::linear_warmup(1.0, 4);
+  EXPECT_DOUBLE_EQ(w(0), 0.25);
+  EXPECT_DOUBLE_EQ(w(3), 1.0);
+  EXPECT_DOUBLE_EQ(w(10), 1.0);
+  auto cos = optim::cosine_with_warmup(1.0, 2, 12, 0.1);
+  EXPECT_DOUBLE_EQ(cos(0), 0.5);
+  EXPECT_DOUBLE_EQ(cos(2), 1.0);                // end of warmup: the peak
+  EXPECT_NEAR(cos(7), 0.1 + 0.5 * 0.9, 1e-15);  // halfway: cos(pi/2) = 0
+  EXPECT_NEAR(cos(12), 0.1, 1e-15);             // the floor
+  EXPECT_NEAR(cos(100), 0.1, 1e-15);
+  EXPECT_THROW(optim::cosine_with_warmup(1.0, 5, 5), Error);
+}

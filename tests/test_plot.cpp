@@ -1,0 +1,254 @@
+// The plotting module: PNG round trip, pixel positions of known lines and bars, tick selection, and the
+// error for each kind of bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
+
+#include "plot/plot.h"
+#include "tensor/error.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_STATIC
+#include <stb/stb_image.h>
+#pragma GCC diagnostic pop
+
+using namespace ng::plot;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir() {
+  fs::path d = fs::temp_directory_path() / ("normgrad_test_plot_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+// Expect `fn` to throw ng::Error whose message contains `text`.
+template <typename Fn>
+void expect_error(Fn fn, const std::string& text) {
+  try {
+    fn();
+    FAIL() << "expected ng::Error containing: " << text;
+  } catch (const ng::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message was: " << e.what();
+  }
+}
+
+bool close_to(Color a, Color b, int tol) {
+  return std::abs(a.r - b.r) <= tol && std::abs(a.g - b.g) <= tol && std::abs(a.b - b.b) <= tol;
+}
+
+LineChart flat_line_chart() {
+  LineChart c;
+  c.series.push_back({.label = "flat", .x = {0, 10}, .y = {5, 5}, .color = colors::red, .width = 3});
+  c.series.push_back({.label = "", .x = {0, 10}, .y = {0, 10}, .color = colors::blue, .width = 0});
+  c.legend = false;
+  return c;
+}
+
+}  // namespace
+
+TEST(PlotAxis, LinearTicksAreNiceAndCoverTheData) {
+  Axis a = make_axis(Scale::Linear, 0.13, 9.7);
+  EXPECT_DOUBLE_EQ(a.lo, 0.0);
+  EXPECT_DOUBLE_EQ(a.hi, 10.0);
+  ASSERT_EQ(a.ticks.size(), 6u);
+  for (size_t i = 0; i < a.ticks.size(); ++i) EXPECT_NEAR(a.ticks[i], 2.0 * double(i), 1e-12);
+  EXPECT_DOUBLE_EQ(a.unit(5.0), 0.5);
+  EXPECT_DOUBLE_EQ(nice_step(9.57, 6), 2.0);
+  EXPECT_NEAR(nice_step(0.031, 3), 0.02, 1e-15);  // raw step 0.0103 rounds up to 2 x 10^-2
+  EXPECT_NEAR(nice_step(0.029, 3), 0.01, 1e-15);  // raw step 0.0097 rounds up to 10 x 10^-3
+}
+
+TEST(PlotAxis, LogTicksArePowersOfTen) {
+  Axis a = make_axis(Scale::Log, 0.003, 40);
+  std::vector<double> expected = {0.01, 0.1, 1, 10};
+  ASSERT_EQ(a.ticks.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(a.ticks[i], expected[i], expected[i] * 1e-12);
+  EXPECT_LT(a.lo, 0.003);
+  EXPECT_GT(a.hi, 40);
+  // Halfway in log space between 0.01 and 1 is 0.1.
+  EXPECT_NEAR(a.unit(0.1) - a.unit(0.01), a.unit(1) - a.unit(0.1), 1e-12);
+}
+
+TEST(PlotAxis, NarrowLogRangeStillHasSeveralTicks) {
+  Axis a = make_axis(Scale::Log, 2.6, 9.5);
+  EXPECT_GE(a.ticks.size(), 3u);
+  for (double t : a.ticks) {
+    EXPECT_GE(t, a.lo);
+    EXPECT_LE(t, a.hi);
+  }
+}
+
+TEST(PlotAxis, FormatTick) {
+  EXPECT_EQ(format_tick(0, Scale::Linear), "0");
+  EXPECT_EQ(format_tick(0.25, Scale::Linear), "0.25");
+  EXPECT_EQ(format_tick(1500, Scale::Linear), "1500");
+  EXPECT_EQ(format_tick(1e-5, Scale::Log), "1e-05");
+  EXPECT_EQ(format_tick(0.1, Scale::Log), "0.1");
+}
+
+TEST(PlotAxis, LogAxisRejectsNonPositive) {
+  expect_error([] { make_axis(Scale::Log, 0.0, 1.0); }, "a log axis needs positive values, got 0");
+  expect_error([] { make_axis(Scale::Linear, 2.0, 1.0); }, "axis range is reversed");
+  expect_error([] { make_axis(Scale::Linear, 0.0, NAN); }, "axis range must be finite");
+}
+
+TEST(PlotCanvas, LineIsAntiAliased) {
+  Canvas c(40, 40, 3);
+  c.line(5, 20.5, 35, 20.5, 1.0f, colors::black);  // covers rows 20.0 .. 21.0 exactly: one solid row
+  Image img = c.resolve();
+  EXPECT_EQ(img.at(20, 20), colors::black);
+  EXPECT_EQ(img.at(20, 18), colors::white);
+  Canvas d(40, 40, 3);
+  d.line(5, 5, 35, 35, 1.0f, colors::black);  // a diagonal: pixels along it are partly covered (grey)
+  Image diag = d.resolve();
+  int grey = 0;
+  for (int x = 6; x < 34; ++x)
+    for (int y = x - 2; y <= x + 2; ++y) {
+      Color p = diag.at(x, y);
+      if (p.r > 10 && p.r < 245) ++grey;
+    }
+  EXPECT_GT(grey, 20);
+}
+
+TEST(PlotCanvas, TextDrawsEveryStroke) {
+  // "8" is nine strokes; all must be drawn (a too-small vertex buffer once dropped the left ones).
+  Canvas c(20, 20, 3);
+  c.text(2, 2, "8", 1.0f, colors::black);
+  Image img = c.resolve();
+  EXPECT_LT(img.at(2, 3).r, 128);  // left upper stroke
+  EXPECT_LT(img.at(2, 6).r, 128);  // left lower stroke
+  EXPECT_NEAR(text_width("8", 1.0f), 5.0f, 1e-6);
+  EXPECT_NEAR(text_width("88", 2.0f), 22.0f, 1e-6);
+}
+
+TEST(PlotLineChart, FlatSeriesLandsOnItsRow) {
+  LineChart c = flat_line_chart();
+  Rect panel{0, 0, 400, 300};
+  Frame f = line_chart_frame(c, panel);
+  EXPECT_DOUBLE_EQ(f.y.lo, 0);
+  EXPECT_DOUBLE_EQ(f.y.hi, 10);
+  Canvas canvas(400, 300);
+  draw(canvas, panel, c);
+  Image img = canvas.resolve();
+  int row = int(std::floor(f.py(5.0)));
+  int col = int(f.area.x + 0.5f * f.area.w);
+  EXPECT_TRUE(close_to(img.at(col, row), colors::red, 40)) << int(img.at(col, row).r);
+  EXPECT_FALSE(close_to(img.at(col, row - 8), colors::red, 80));
+  EXPECT_FALSE(close_to(img.at(col, row + 8), colors::red, 80));
+}
+
+TEST(PlotLineChart, NaNLeavesAGap) {
+  LineChart c;
+  c.legend = false;
+  c.series.push_back(
+      {.label = "s", .x = {0, 1, 2, 3}, .y = {1, 1, NAN, 1}, .color = colors::red, .width = 3});
+  c.series.push_back({.label = "", .x = {0, 3}, .y = {0, 2}, .color = colors::blue, .width = 0});
+  Rect panel{0, 0, 400, 300};
+  Frame f = line_chart_frame(c, panel);
+  Canvas canvas(400, 300);
+  draw(canvas, panel, c);
+  Image img = canvas.resolve();
+  int row = int(std::floor(f.py(1.0)));
+  EXPECT_TRUE(close_to(img.at(int(f.px(0.5)), row), colors::red, 40));   // drawn between 0 and 1
+  EXPECT_FALSE(close_to(img.at(int(f.px(2.0)), row), colors::red, 80));  // nothing across the NaN
+}
+
+TEST(PlotBarChart, BarHeightMatchesValue) {
+  BarChart b;
+  b.categories = {"a", "b"};
+  b.groups = {{.label = "", .values = {4, 8}, .color = colors::green}};
+  Rect panel{0, 0, 400, 300};
+  Frame f = bar_chart_frame(b, panel);
+  Canvas canvas(400, 300);
+  draw(canvas, panel, b);
+  Image img = canvas.resolve();
+  int cx = int(f.area.x + 0.25f * f.area.w);  // centre of the first slot
+  EXPECT_EQ(img.at(cx, int(f.py(2.0))), colors::green);
+  EXPECT_EQ(img.at(cx, int(f.py(3.9))), colors::green);
+  EXPECT_NE(img.at(cx, int(f.py(4.6))), colors::green);
+}
+
+TEST(PlotFigure, PngIsWrittenAndDecodes) {
+  LineChart line = flat_line_chart();
+  line.title = "title";
+  line.yscale = Scale::Log;
+  line.series[1].y = {0.5, 10};
+  line.vlines.push_back({.at = 4, .label = "NaN at step 4"});
+  BarChart bars;
+  bars.categories = {"x"};
+  bars.groups = {{.label = "g", .values = {NAN}}};
+  Table t;
+  t.header = {"a", "b"};
+  t.rows = {{"1", "2"}};
+  Figure fig;
+  fig.title = "figure";
+  fig.cols = 2;
+  fig.panel_width = 300;
+  fig.panel_height = 200;
+  fig.panels = {line, bars, t};
+  fs::path path = temp_dir() / "fig.png";
+  save_png(fig, path.string());
+  int w = 0, h = 0, ch = 0;
+  unsigned char* data = stbi_load(path.string().c_str(), &w, &h, &ch, 3);
+  ASSERT_NE(data, nullptr);
+  Image img = render(fig);
+  EXPECT_EQ(w, 600);
+  EXPECT_EQ(w, img.width);
+  EXPECT_EQ(h, img.height);
+  EXPECT_GT(h, 400);  // two rows of panels plus the title band
+  EXPECT_EQ(0, std::memcmp(data, img.rgb.data(), img.rgb.size()));
+  stbi_image_free(data);
+  fs::remove_all(path.parent_path());
+}
+
+TEST(PlotErrors, BadInputIsRefusedWithAClearMessage) {
+  expect_error([] { line_chart_frame(LineChart{}, {0, 0, 300, 200}); }, "has no series");
+  LineChart empty;
+  empty.series.push_back({.label = "loss"});
+  expect_error([&] { line_chart_frame(empty, {0, 0, 300, 200}); }, "series 'loss' is empty");
+  LineChart mismatch;
+  mismatch.series.push_back({.label = "loss", .x = {1, 2, 3}, .y = {1, 2}});
+  expect_error([&] { line_chart_frame(mismatch, {0, 0, 300, 200}); }, "has 3 x values but 2 y values");
+  LineChart log;
+  log.yscale = Scale::Log;
+  log.series.push_back({.label = "std", .y = {1, 0.5, 0}});
+  expect_error(
+      [&] {
+        line_chart_frame(log, {0, 0, 300, 200});
+      },
+      "series 'std' has y[2] = 0, but a log axis needs positive values");
+  LineChart all_nan;
+  all_nan.series.push_back({.label = "n", .y = {NAN, NAN}});
+  expect_error([&] { line_chart_frame(all_nan, {0, 0, 300, 200}); }, "no finite y value");
+
+  BarChart bars;
+  bars.categories = {"a", "b"};
+  bars.groups = {{.label = "g", .values = {1}}};
+  expect_error([&] { bar_chart_frame(bars, {0, 0, 300, 200}); }, "has 1 values for 2 categories");
+  bars.groups = {{.label = "g", .values = {1, -2}}};
+  bars.yscale = Scale::Log;
+  expect_error([&] { bar_chart_frame(bars, {0, 0, 300, 200}); }, "has value -2 for 'b'");
+
+  Table t;
+  t.header = {"a", "b"};
+  t.rows = {{"1"}};
+  Canvas c(300, 200);
+  expect_error([&] { draw(c, {0, 0, 300, 200}, t); }, "row 0 has 1 cells, expected 2");
+
+  expect_error([] { render(Figure{}); }, "has no panels");
+  Image img{2, 2, std::vector<uint8_t>(12, 0)};
+  expect_error([&] { write_png("/nonexistent_dir_normgrad/x.png", img); },
+               "cannot write '/nonexistent_dir_normgrad/x.png'");
+  expect_error([] { Canvas(0, 10); }, "size must be in [1, 16384]");
+}
