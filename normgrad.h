@@ -13,6 +13,7 @@
 #include "tensor/random.h"
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/npy.h"
 #include "tensor/ops/dropout.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/index.h"
@@ -40,5 +41,11 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+
+#include "io/safetensors.h"
+#include "nn/cast.h"
+#include "nn/checkpoint.h"
+#include "nn/rope.h"
+#include "nn/tokenizer.h"
 
 #include "plot/plot.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "tensor/error.h"
 
@@ -32,7 +33,7 @@ double LRSchedule::operator()(int64_t step) const {
   if (kind == "cosine") {
     double progress = double(step - warmup_steps) / double(total_steps - warmup_steps);
     progress = std::clamp(progress, 0.0, 1.0);
-    return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+    return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
   }
   fail("LRSchedule", "unknown schedule kind '", kind, "', expected constant, linear_warmup or cosine");
 }

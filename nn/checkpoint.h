@@ -1,0 +1,51 @@
+// Checkpoints: a whole training state in one safetensors file (io/safetensors.h), so that Python can read
+// it and so that resuming is EXACT: train 10 steps, save, load into fresh objects, train 10 more, and the
+// losses are bitwise those of 20 straight steps (tests/test_checkpoint.cpp checks it).
+//
+// What the file holds:
+//   model.<name>                 every parameter and buffer (Module::state_dict), in its own dtype
+//   optim.lr, optim.<param>.step, optim.<param>.<buffer>     the optimizer (Optimizer::state_dict)
+//   rng.<name>                   I64 [seed, offset] of each named Generator (model dropout, data sampler...)
+//   train.step                   I64, the number of optimizer steps done
+//   tokenizer.vocab              I64, the tokenizer's byte values in token order (when there is one)
+//   __metadata__: format = "normgrad-checkpoint-v1", config = the model config JSON,
+//                 optimizer = "AdamW" etc., optimizer_hyperparameters = JSON, plus any extra strings.
+//
+// Saving is atomic (temp file, fsync, rename): a failed save leaves the previous checkpoint intact.
+// Loading checks everything before changing anything: the format, the config (when the state has one, it
+// must equal the file's), every name, shape and dtype; errors name the file and list each problem.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/module.h"
+#include "nn/tokenizer.h"
+#include "optim/optimizer.h"
+#include "tensor/random.h"
+
+namespace ng::nn {
+
+// The pieces of a training run, by pointer (null = not part of this checkpoint).
+struct TrainState {
+  Module* model = nullptr;
+  optim::Optimizer* optimizer = nullptr;
+  int64_t step = 0;
+  std::vector<std::pair<std::string, Generator*>> generators;  // e.g. {"dropout", &model.dropout_generator()}
+  std::string config_json;                      // the model config (TinyLMConfig::to_json()); checked on load
+  CharTokenizer* tokenizer = nullptr;           // saved; on load, replaced by the file's
+  std::map<std::string, std::string> metadata;  // extra strings to save; on load, filled from the file
+};
+
+void save_checkpoint(const std::string& path, const TrainState& state);
+
+// Restores into the objects `state` points to (they must have the checkpoint's structure: build the model
+// from read_checkpoint_config(path) first), and sets state.step, state.metadata, *state.tokenizer.
+void load_checkpoint(const std::string& path, TrainState& state);
+
+// The model config JSON a checkpoint was saved with (to build the model before load_checkpoint).
+std::string read_checkpoint_config(const std::string& path);
+
+}  // namespace ng::nn

@@ -1,0 +1,182 @@
+// io/safetensors: round trip of every dtype, a file written by Python's safetensors, every kind of bad
+// file (each with its message), and the atomic write.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+
+#include "io/safetensors.h"
+#include "normgrad.h"
+
+using namespace ng;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir() {
+  fs::path d = fs::temp_directory_path() / ("ng_safetensors_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d.string();
+}
+
+std::vector<uint8_t> raw_bytes(const Tensor& t) {
+  Tensor c = t.contiguous();
+  const uint8_t* p = static_cast<const uint8_t*>(c.raw_data());
+  return std::vector<uint8_t>(p, p + c.numel() * int64_t(dtype_size(c.dtype())));
+}
+
+// A file from a JSON header and a data buffer, with a correct length prefix unless `length` is given.
+std::string make_file(const std::string& json, const std::string& data, int64_t length = -1) {
+  uint64_t n = length >= 0 ? uint64_t(length) : json.size();
+  std::string out;
+  for (int i = 0; i < 8; ++i) out.push_back(char((n >> (8 * i)) & 0xff));
+  return out + json + data;
+}
+
+// Expect safetensors_parse to throw an ng::Error whose message contains `needle`.
+void expect_bad(const std::string& bytes, const std::string& needle) {
+  try {
+    io::safetensors_parse(bytes, "bad.safetensors");
+    FAIL() << "expected ng::Error containing: " << needle;
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("load_safetensors: bad.safetensors: "), std::string::npos) << m;
+    EXPECT_NE(m.find(needle), std::string::npos) << "message: " << m << "\nexpected to contain: " << needle;
+  }
+}
+
+}  // namespace
+
+TEST(Safetensors, RoundTripEveryDtypeShapeAndMetadata) {
+  Generator g(3);
+  nn::NamedTensors in = {
+      {"a.f32", randn({2, 3}, g)},
+      {"b.f64", randn({4}, g, DType::f64)},
+      {"c.f16", randn({3, 1}, g).to(DType::f16)},
+      {"d.bf16", randn({5}, g).to(DType::bf16)},
+      {"e.i64", from_vector(std::vector<int64_t>{-1, 0, int64_t(1) << 62}, Shape{3})},
+      {"f.scalar", scalar_tensor(2.5)},
+      {"g.empty", zeros({0, 7})},
+      {"h.transposed", randn({3, 4}, g).t()},  // non-contiguous: written in row-major order of the view
+  };
+  const std::string path = temp_dir() + "/round.safetensors";
+  io::save_safetensors(path, in, {{"format", "test"}, {"note", "héllo \"quoted\""}});
+  io::SafetensorsData out = io::load_safetensors(path);
+  ASSERT_EQ(out.tensors.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(out.tensors[i].first, in[i].first);
+    EXPECT_EQ(out.tensors[i].second.dtype(), in[i].second.dtype()) << in[i].first;
+    EXPECT_EQ(out.tensors[i].second.shape(), in[i].second.shape()) << in[i].first;
+    EXPECT_EQ(raw_bytes(out.tensors[i].second), raw_bytes(in[i].second)) << in[i].first;  // bit for bit
+  }
+  EXPECT_EQ(out.metadata.at("format"), "test");
+  EXPECT_EQ(out.metadata.at("note"), "héllo \"quoted\"");
+  // The header is padded so the data starts 8-byte aligned.
+  std::string bytes = io::safetensors_serialize(in);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(bytes[size_t(i)])) << (8 * i);
+  EXPECT_EQ(n % 8, 0u);
+}
+
+TEST(Safetensors, ReadsAFileWrittenByPython) {
+  // tests/data/make_safetensors_fixture.py wrote it with safetensors 0.8.0.
+  io::SafetensorsData d =
+      io::load_safetensors(std::string(NORMGRAD_SOURCE_DIR) + "/tests/data/python_fixture.safetensors");
+  std::map<std::string, Tensor> t(d.tensors.begin(), d.tensors.end());
+  ASSERT_EQ(t.size(), 7u);
+  EXPECT_EQ(t["f32"].shape(), (Shape{2, 3}));
+  EXPECT_EQ(t["f32"].to_vector<double>(), (std::vector<double>{-1, -0.5, 0, 0.5, 1, 1.5}));
+  EXPECT_EQ(t["f64"].to_vector<double>(), (std::vector<double>{std::numbers::pi, -std::numbers::e, 1e-300}));
+  EXPECT_EQ(t["f16"].dtype(), DType::f16);
+  EXPECT_EQ(t["f16"].to_vector<double>()[1], -2.5);
+  EXPECT_EQ(t["f16"].to_vector<double>()[2], 65504.0);
+  EXPECT_EQ(t["bf16"].dtype(), DType::bf16);
+  EXPECT_EQ(t["bf16"].to_vector<double>(), (std::vector<double>{1.0, -2.0, 0.15625}));
+  EXPECT_EQ(t["i64"].to_vector<int64_t>(), (std::vector<int64_t>{-3, 0, 9007199254740993}));
+  EXPECT_EQ(t["scalar"].dim(), 0);
+  EXPECT_EQ(t["scalar"].item(), 7.25);
+  EXPECT_EQ(t["empty"].shape(), (Shape{0, 4}));
+  EXPECT_EQ(d.metadata.at("note"), "fixture");
+  EXPECT_EQ(d.metadata.at("source"), "python safetensors 0.8.0");
+}
+
+TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
+  const std::string ok_entry = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  const std::string eight(8, '\0');
+  // Sanity: the good version parses.
+  EXPECT_EQ(io::safetensors_parse(make_file(ok_entry, eight), "ok").tensors.size(), 1u);
+
+  expect_bad("abc", "file is 3 bytes, too short");
+  expect_bad(make_file(ok_entry, eight, 1000), "header length 1000 exceeds the");  // lying length
+  expect_bad(make_file(ok_entry, eight).substr(0, 20), "exceeds");                 // truncated header
+  expect_bad(make_file(ok_entry, eight).substr(0, 8 + ok_entry.size() + 5),
+             "past the end");                                                              // truncated data
+  expect_bad(make_file(ok_entry, eight, int64_t(ok_entry.size()) - 3), "not valid JSON");  // short length
+  expect_bad(make_file("[1,2,3]", ""), "header is a JSON array, expected an object");
+  expect_bad(make_file(R"({"x":{"dtype":"F8","shape":[2],"data_offsets":[0,8]}})", eight),
+             "entry 'x' has dtype \"F8\", expected one of F32, F64, F16, BF16, I64");
+  expect_bad(
+      make_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight),
+      "entry 'x' has shape [3] and dtype F32, which need 12 bytes, but its data_offsets [0, 8] hold 8");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight), "non-negative");
+  expect_bad(
+      make_file(R"({"x":{"dtype":"F32","shape":[1000000000000,1000000000],"data_offsets":[0,8]}})", eight),
+      "larger than the file");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", eight), "begin > end");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", eight),
+             "expected [begin, end]");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2]}})", eight), "needs dtype, shape and data_offsets");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}})", eight),
+             "entry 'x' has an unexpected key 'extra'");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                       R"("y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                       eight),
+             "overlaps");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight), "leaving a gap");
+  expect_bad(make_file(ok_entry, eight + "zz"), "trailing bytes");
+  expect_bad(
+      make_file(R"({"__metadata__":{"k":1},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight),
+      "__metadata__ entry 'k' is a JSON number, expected a string");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                       R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                       eight),
+             "the name 'x' appears twice");
+  expect_bad(make_file(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight), "empty name");
+  try {
+    io::load_safetensors("/nonexistent/dir/file.safetensors");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/file.safetensors: cannot open"),
+              std::string::npos);
+  }
+}
+
+TEST(Safetensors, WriterRejectsBadNames) {
+  EXPECT_THROW(io::safetensors_serialize({{"a", zeros({1})}, {"a", zeros({1})}}), Error);
+  EXPECT_THROW(io::safetensors_serialize({{"__metadata__", zeros({1})}}), Error);
+  EXPECT_THROW(io::safetensors_serialize({{"", zeros({1})}}), Error);
+}
+
+TEST(Safetensors, FailedWriteLeavesTheOldFileIntact) {
+  const std::string dir = temp_dir() + "/atomic";
+  fs::create_directories(dir);
+  const std::string path = dir + "/state.safetensors";
+  io::save_safetensors(path, {{"w", full({4}, 1.0)}});
+  io::testing::fail_next_write_after(20);  // the next write dies 20 bytes into the temp file
+  try {
+    io::save_safetensors(path, {{"w", full({4}, 2.0)}});
+    FAIL() << "expected the injected fault";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("injected fault after 20 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the old file, if any, is untouched"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(io::load_safetensors(path).tensors[0].second.to_vector<double>(), (std::vector<double>(4, 1.0)));
+  int files = 0;
+  for (auto& entry : fs::directory_iterator(dir)) ++files, (void)entry;
+  EXPECT_EQ(files, 1);                                  // no temp file left behind
+  io::save_safetensors(path, {{"w", full({4}, 3.0)}});  // the fault fired once; writes work again
+  EXPECT_EQ(io::load_safetensors(path).tensors[0].second.to_vector<double>(), (std::vector<double>(4, 3.0)));
+}
