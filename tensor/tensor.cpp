@@ -53,6 +53,7 @@ static void copy_convert(const Tensor& dst, const Tensor& src) {
 
 double Tensor::item() const {
   NG_CHECK(numel() == 1, "item", "expected a tensor with one element, got shape ", shape_str(shape()));
+  NG_CHECK(device().is_cpu(), "item", "the tensor is on ", device().str(), "; move it with .to(Device::cpu()) first");
   double v = 0;
   NG_DISPATCH_ALL(dtype(), "item", [&]<typename scalar_t>() { v = to_double(*static_cast<const scalar_t*>(raw_data())); });
   return v;
@@ -94,8 +95,17 @@ Tensor Tensor::to(DType target) const {
   return out;
 }
 
-// Device copies are provided by the CUDA backend when it is built (cuda/), which sets this hook.
+// Device copies are provided by the CUDA backend when it is built (cuda/device_tensor.cpp). The hook is
+// initialised here, by the core itself, rather than by a static initializer in the backend: the linker
+// drops object files of a static library that nothing references, and their initializers with them.
+#ifdef NORMGRAD_HAVE_CUDA
+namespace cuda {
+Tensor device_copy(const Tensor& src, Device target);
+}
+Tensor (*g_device_copy)(const Tensor&, Device) = &cuda::device_copy;
+#else
 Tensor (*g_device_copy)(const Tensor&, Device) = nullptr;
+#endif
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
@@ -118,6 +128,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor& Tensor::fill_(double value) {
+  NG_CHECK(device().is_cpu(), "fill_", "expected a CPU tensor, got one on ", device().str());
   NG_DISPATCH_ALL(dtype(), "fill_", [&]<typename scalar_t>() {
     scalar_t v = from_double<scalar_t>(value);
     scalar_t* p = static_cast<scalar_t*>(raw_data());

@@ -20,6 +20,12 @@ void check_same_dtype_device(const Tensor& a, const Tensor& b, const char* op) {
            dtype_name(b.dtype()), " (convert one with .to(dtype))");
   NG_CHECK(a.device() == b.device(), op, "expected both tensors on the same device, got ", a.device().str(),
            " and ", b.device().str());
+  check_cpu(a, op);
+}
+
+void check_cpu(const Tensor& t, const char* op) {
+  NG_CHECK(t.device().is_cpu(), op, "this CPU kernel got a tensor on ", t.device().str(),
+           "; move it with .to(Device::cpu()), or use the CUDA kernels in cuda/backend.h");
 }
 
 // =====================================================================================================
@@ -177,6 +183,7 @@ Tensor in_f32(const Tensor& x, F&& f) {
 
 Tensor unary(const Tensor& x, Un op, const char* name, const char* node, double p0 = 0, double p1 = 0) {
   NG_CHECK(is_floating(x.dtype()), name, "expected a floating tensor, got ", dtype_name(x.dtype()));
+  check_cpu(x, name);
   if (is_half(x.dtype())) return in_f32(x, [&](const Tensor& x32) { return unary(x32, op, name, node, p0, p1); });
   Tensor y = unary_kernel(x, op, p0, p1, name);
   if (needs_grad({x})) {

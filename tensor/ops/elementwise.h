@@ -62,5 +62,7 @@ inline Tensor operator-(const Tensor& a) { return neg(a); }
 
 // Shared checks: same dtype, same device. `op` names the caller in the message.
 void check_same_dtype_device(const Tensor& a, const Tensor& b, const char* op);
+// The CPU kernels' guard: a CUDA tensor here is an ng::Error naming `op` and the device, not a crash.
+void check_cpu(const Tensor& t, const char* op);
 
 }  // namespace ng
