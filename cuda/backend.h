@@ -13,4 +13,5 @@
 #include "cuda/allocator.h"
 #include "cuda/device_tensor.h"
 #include "cuda/elementwise.h"
+#include "cuda/norms.h"
 #include "cuda/runtime.h"

@@ -50,11 +50,15 @@ Frame bar_chart_frame(const BarChart& chart, const Rect& panel) {
   if (chart.yscale == Scale::Log) {
     if (!std::isfinite(lo)) lo = 1, hi = 10;
     // Bars rise from below the smallest value, and leave headroom for the labels above the tallest.
-    f.y = make_axis(Scale::Log, lo / 3, hi * 2, 6, kOp);
+    // With a legend (several groups), about 40% more headroom so it can sit above the bars.
+    double decades = std::log10(hi / lo) + 0.5;
+    double headroom = chart.groups.size() > 1 ? std::pow(10.0, 0.4 * decades) : 2.0;
+    f.y = make_axis(Scale::Log, lo / 3, hi * headroom, 6, kOp);
   } else {
     if (!std::isfinite(lo)) lo = 0, hi = 1;
     lo = std::min(lo, 0.0), hi = std::max(hi, 0.0);
-    f.y = make_axis(Scale::Linear, lo, hi + 0.12 * (hi - lo), 6, kOp);
+    double headroom = chart.groups.size() > 1 ? 0.4 : 0.12;
+    f.y = make_axis(Scale::Linear, lo, hi + headroom * (hi - lo), 6, kOp);
   }
   f.x.scale = Scale::Linear;
   f.x.lo = 0;
@@ -121,7 +125,8 @@ void draw(Canvas& c, const Rect& panel, const BarChart& chart) {
         double v = chart.groups[g].values[i];
         float x = f.area.x + slot * float(i) + 0.1f * slot + bar_w * (float(g) + 0.5f);
         float top = std::isfinite(v) ? float(f.py(v)) : base;
-        for (float y = std::min(top, base) - 14; y <= f.area.bottom(); y += 6) points.emplace_back(x, y);
+        for (float y = std::min(top, base) - 16; y <= f.area.bottom(); y += 4)
+          for (float dx = -0.5f * bar_w; dx <= 0.5f * bar_w; dx += 4) points.emplace_back(x + dx, y);
       }
     detail::draw_legend(c, f.area, legend, points);
   }

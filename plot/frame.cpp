@@ -82,14 +82,16 @@ void draw_legend(Canvas& c, const Rect& area, const std::vector<LegendEntry>& en
   float w = 10 + 28 + 8 + text_w + 10, h = 8 + line_h * float(entries.size()) + 2;
   w = std::min(w, area.w - 8);
 
-  // The four corners, inset by 6 pixels; keep the one that hides the fewest data points.
-  Rect corners[4] = {{area.right() - 6 - w, area.y + 6, w, h},
-                     {area.x + 6, area.y + 6, w, h},
-                     {area.right() - 6 - w, area.bottom() - 6 - h, w, h},
-                     {area.x + 6, area.bottom() - 6 - h, w, h}};
+  // Candidate places, in order of preference: the four corners, then the middle of each side (inset by
+  // 6 pixels). Keep the first one that hides the fewest data points.
+  float cx = area.x + 0.5f * (area.w - w), cy = area.y + 0.5f * (area.h - h);
+  Rect corners[8] = {{area.right() - 6 - w, area.y + 6, w, h},         {area.x + 6, area.y + 6, w, h},
+                     {area.right() - 6 - w, area.bottom() - 6 - h, w, h}, {area.x + 6, area.bottom() - 6 - h, w, h},
+                     {area.right() - 6 - w, cy, w, h},                 {area.x + 6, cy, w, h},
+                     {cx, area.y + 6, w, h},                           {cx, area.bottom() - 6 - h, w, h}};
   int best = 0;
   size_t best_count = SIZE_MAX;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 8; ++i) {
     const Rect& r = corners[i];
     size_t n = std::count_if(points.begin(), points.end(), [&](const auto& p) {
       return p.first >= r.x && p.first <= r.right() && p.second >= r.y && p.second <= r.bottom();

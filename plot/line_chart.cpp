@@ -100,6 +100,9 @@ void draw(Canvas& c, const Rect& panel, const LineChart& chart) {
       float x0 = float(f.px(x_at(s, i))), y0 = float(f.py(s.y[i]));
       float x1 = float(f.px(x_at(s, i + 1))), y1 = float(f.py(s.y[i + 1]));
       if (!detail::clip_segment(f.area, x0, y0, x1, y1)) continue;
+      // Points every 4 pixels along the segment, so the legend keeps off the lines, not just the vertices.
+      float len = std::hypot(x1 - x0, y1 - y0);
+      for (float t = 0; t < len; t += 4) points.emplace_back(x0 + (x1 - x0) * t / len, y0 + (y1 - y0) * t / len);
       if (s.dashed)
         c.dashed_line(x0, y0, x1, y1, s.width, color);
       else

@@ -24,8 +24,9 @@ enum class Impl { reference, fast };
 // What a norm's forward returns: the output and the statistics saved for backward.
 struct NormStats {
   Tensor y;     // like x
-  Tensor mean;  // (groups), compute dtype; undefined for RMSNorm
+  Tensor mean;  // (groups), compute dtype; undefined for RMSNorm; BatchNorm: (C) in f64
   Tensor rstd;  // (groups), compute dtype
+  Tensor var;   // BatchNorm only: the biased variance (C) in f64, for the running-stats update
 };
 
 // What a norm's backward returns; an entry is undefined where it was not asked for.

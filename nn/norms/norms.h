@@ -10,3 +10,5 @@
 
 #include "nn/norms/layer_norm.h"
 #include "nn/norms/rms_norm.h"
+#include "nn/norms/batch_norm.h"
+#include "nn/norms/group_norm.h"

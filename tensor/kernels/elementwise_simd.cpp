@@ -9,6 +9,7 @@
 
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "tensor/kernels/tail-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ng::simd {
@@ -28,11 +29,10 @@ void BinaryT(int op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T* HWY_RE
     hn::StoreU(EXPR, d, y + i);                                                \
   }                                                                            \
   if (i < n) {                                                                 \
-    const size_t rest = size_t(n - i);                                         \
-    const auto m = hn::FirstN(d, rest); /* masked tail, no scalar loop */      \
-    const auto va = hn::MaskedLoad(m, d, a + i);                               \
-    const auto vb = hn::MaskedLoad(m, d, b + i);                               \
-    hn::BlendedStore(EXPR, m, d, y + i);                                       \
+    const size_t rest = size_t(n - i); /* tail via a buffer: see tail-inl.h */ \
+    const auto va = LoadTail(d, a + i, rest);                                  \
+    const auto vb = LoadTail(d, b + i, rest, T(1)); /* 1: no 0/0 in div */     \
+    StoreTail(EXPR, d, y + i, rest);                                           \
   }
   switch (op) {
     case 0: NG_BINARY_LOOP(hn::Add(va, vb)); break;
@@ -57,9 +57,8 @@ bool UnaryT(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n) {
   }                                                                            \
   if (i < n) {                                                                 \
     const size_t rest = size_t(n - i);                                         \
-    const auto m = hn::FirstN(d, rest);                                        \
-    const auto v = hn::MaskedLoad(m, d, x + i);                                \
-    hn::BlendedStore(EXPR, m, d, y + i);                                       \
+    const auto v = LoadTail(d, x + i, rest, T(1));                             \
+    StoreTail(EXPR, d, y + i, rest);                                           \
   }
   switch (op) {
     case 0: NG_UNARY_LOOP(hn::Neg(v)); return true;                          // neg

@@ -1,53 +1,435 @@
-// The fast GEMM (first version): pack op(A) and op(B) into row-major panels, then for each row of C
-// run C[i, :] += A[i, k] * B[k, :] over k, a loop the compiler vectorises. Rows go to threads; each row
-// sums over k in the same order, so results do not depend on the thread count.
-// (The performance issue replaces this with a register-blocked Highway micro-kernel.)
-#include <cstddef>
-#include <vector>
+// The fast GEMM: packed panels and a register-blocked Highway micro-kernel (the Goto / BLIS design).
+// The contract is in gemm.h; gemm_naive.cpp is the three-loop reference that tests/test_gemm.cpp checks
+// this file against, for every transpose form, odd size and leading dimension.
+//
+// Why not the three loops? C = A B does 2 M N K flops on only M K + K N + M N numbers, so a good kernel
+// is limited by the FMA units, not by memory. The three loops reload A and B from memory for every
+// FMA. The fix is to keep a small tile of C in registers and to feed it from data laid out so that the
+// loads are contiguous and hit L1/L2:
+//
+//   for each k-superblock (several k-blocks of kc <= 768; kc depends on K only, see Determinism):
+//     pack op(B) for it into B-panels of NR columns, k-major: Bp[k * NR + c]   (shared by the threads)
+//     for each macro-tile of C (a few A-panels of MR rows x a range of B-panels), dynamically in parallel:
+//       for each k-block:
+//         pack the tile's rows of op(A) for this block into A-panels            (this thread's own)
+//         for each sweep of B-panels that fits in half of L2:
+//           for each A-panel of the tile:                      <- streams from L1/L2
+//             for each B-panel of the sweep:                   <- the sweep stays in L2
+//               micro-kernel: an MR x NR tile of C lives in registers. For k in the block:
+//                 load row k of the B-panel (NV vectors of L lanes, NR = NV L),
+//                 for each of the MR rows: broadcast A[r, k] and FMA it into that row's NV accumulators
+//                   c[r][v] += A[r, k] * B[k, v L .. v L + L)
+//               then add the register tile to C (store it, for the first block when !accumulate).
+//
+// The threads meet only twice per k-superblock (after packing op(B), and before it is overwritten); for
+// the trainer's shapes that is twice per GEMM.
+//
+// Transposes: the packing routines read op(A) and op(B) in whichever layout they are stored (NN, NT, TN,
+// TT), so no transposed copy of a whole matrix is ever made. Packing must be cheap: it touches M K + K N
+// numbers against M N K FMAs, so a packing cost of c cycles per number adds about 32 c (1/M + 1/N) to the
+// run time at 32 f32 FMAs per cycle (16% for M = 1024, N = 256, c = 1). So every panel is filled by
+// contiguous vector copies, and the one layout that needs a real transpose is done with 4 x 4 SIMD
+// transposes:
+//   A-panel, op(A) = A   (rows of A contiguous in k):     row-major copy    Ap[r * ars + k]
+//   A-panel, op(A) = A^T (A stored K x M, rows = k):      k-major copy      Ap[k * MR + r]
+//   B-panel, op(B) = B   (rows of B contiguous in n):     k-major copy      Bp[k * NR + c]
+//   B-panel, op(B) = B^T (B stored N x K, rows = n):      4 x 4 transposes  Bp[k * NR + c]
+// The micro-kernel is compiled for both A-panel layouts (a template flag); the B-panel is always k-major
+// because the kernel loads it as vectors along n.
+//
+// Edges: panels are padded with zeros up to MR rows and NR columns, so the micro-kernel always runs the
+// full tile, with the same vector code. Only the final store differs: it writes the valid rows, and on
+// each row the last partial vector with a masked (FirstN) load and store. No scalar loop over a row.
+//
+// Determinism: each C element is a sum over k in a fixed order: in k order inside a block (one register
+// accumulator), then block after block in order. kc depends only on K, no k-range is split across
+// threads, and each C element belongs to exactly one macro-tile. So how tiles are handed to threads
+// (even dynamically) cannot change a single bit of the result: 1 and 2 threads agree bitwise.
+//
+// Sizes on AVX-512 (32 registers): MR = 12, NV = 2 -> 24 accumulators + 2 B vectors + 1 broadcast.
+// For f32 that is a 12 x 32 tile: per k, 24 FMAs (12 cycles on two FMA ports) against 2 vector loads
+// and 12 broadcasts. On 16-register targets (AVX2, SSE4): MR = 6, NV = 2 -> 12 accumulators.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tensor/kernels/gemm.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-#include "tensor/kernels/gemm.h"
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
 #include "tensor/parallel.h"
 
-namespace ng {
+HWY_BEFORE_NAMESPACE();
+namespace ng::gemm_simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
-namespace {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int64_t kMR = 12;  // rows of the register tile
+constexpr int64_t kNV = 2;   // vectors per row of the register tile
+#else
+constexpr int64_t kMR = 6;
+constexpr int64_t kNV = 2;
+#endif
+constexpr int64_t kKcMax = 768;             // widest k-block (measured: 256 -> 768 cut C traffic, +15%)
+constexpr int64_t kRowPad = 4;              // row-major A-panel rows are kc + 4 apart, not a multiple of
+                                            // 1 KiB, so the 12 rows do not share L1 cache sets
+constexpr int64_t kTileBBytes = 512 << 10;  // B-panels swept per A-panel: half of the 1 MiB L2
+constexpr int64_t kPackedBBytes = 8 << 20;  // packed op(B) shared by the threads: at most this many bytes
+
+// ---- packing ----------------------------------------------------------------------------------------
+
+// Copies n contiguous numbers with vectors (a masked vector for the tail), and zero-fills dst[n, n_total).
 template <typename T>
-void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
-               T* C, int64_t ldc, bool accumulate) {
-  if (M == 0 || N == 0) return;
-  // Pack op(B) as K x N row-major, so the inner loop reads it contiguously.
-  std::vector<T> Bp;
-  const T* Bk = B;
-  int64_t ldbk = ldb;
-  if (tb) {
-    Bp.resize(std::size_t(K * N));
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t j = 0; j < N; ++j) Bp[k * N + j] = B[j * ldb + k];
-    Bk = Bp.data();
-    ldbk = N;
+HWY_INLINE void CopyRow(const T* HWY_RESTRICT src, int64_t n, T* HWY_RESTRICT dst, int64_t n_total) {
+  const hn::ScalableTag<T> d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::LoadU(d, src + i), d, dst + i);
+  if (i < n) {
+    const auto m = hn::FirstN(d, size_t(n - i));
+    hn::BlendedStore(hn::MaskedLoad(m, d, src + i), m, d, dst + i);
   }
-  parallel_for(M, 4, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      T* c = C + i * ldc;
-      if (!accumulate)
-        for (int64_t j = 0; j < N; ++j) c[j] = T(0);
-      for (int64_t k = 0; k < K; ++k) {
-        const T a = ta ? A[k * lda + i] : A[i * lda + k];
-        const T* b = Bk + k * ldbk;
-        for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+  for (int64_t j = n; j < n_total; ++j) dst[j] = T(0);
+}
+
+// The A-panels of one macro-tile: panels [0, n_panels) hold rows i0 + p MR + r of op(A), columns
+// [k0, k0 + kc); panel p starts at Ap + p * a_panel_size. Rows past M are zeros.
+//   !trans_a: op(A)[i, k] = A[i * lda + k]: each row is a contiguous copy, Ap[r * ars + k].
+//    trans_a: op(A)[i, k] = A[k * lda + i]: row k of A is copied across the panels, Ap[k * MR + r].
+template <typename T>
+void PackATile(bool trans_a, const T* HWY_RESTRICT A, int64_t lda, int64_t M, int64_t i0, int64_t n_panels,
+               int64_t k0, int64_t kc, int64_t ars, int64_t a_panel_size, T* HWY_RESTRICT Ap) {
+  if (!trans_a) {
+    for (int64_t p = 0; p < n_panels; ++p) {
+      for (int64_t r = 0; r < kMR; ++r) {
+        const int64_t i = i0 + p * kMR + r;
+        T* dst = Ap + p * a_panel_size + r * ars;
+        if (i >= M) {
+          CopyRow<T>(nullptr, 0, dst, kc);
+          continue;
+        }
+        // The rows of A are lda apart, often in different pages, where the hardware prefetcher restarts:
+        // ask for the next row while copying this one.
+        if (i + 1 < M)
+          for (int64_t k = 0; k < kc; k += 64 / int64_t(sizeof(T))) hwy::Prefetch(A + (i + 1) * lda + k0 + k);
+        CopyRow(A + i * lda + k0, kc, dst, kc);
       }
     }
-  });
+  } else {
+    const int64_t rows = std::min(n_panels * kMR, M - i0);
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* src = A + (k0 + k) * lda + i0;
+      for (int64_t p = 0; p < n_panels; ++p)
+        CopyRow(src + p * kMR, std::clamp<int64_t>(rows - p * kMR, 0, kMR), Ap + p * a_panel_size + k * kMR,
+                kMR);
+    }
+  }
 }
-}  // namespace
+
+// 4 x 4 transpose of f32 (or 2 x 2 of f64) in 128-bit vectors: reads `lanes` rows of `lanes` numbers
+// (src + j * lds, j < lanes) and writes them transposed: dst[k * ldd + j] = src[j * lds + k].
+template <typename T>
+HWY_INLINE void Transpose128(const T* HWY_RESTRICT src, int64_t lds, T* HWY_RESTRICT dst, int64_t ldd) {
+#if HWY_TARGET == HWY_SCALAR  // no 128-bit vectors: the same transpose, one number at a time
+  constexpr int64_t Q = 16 / int64_t(sizeof(T));
+  for (int64_t j = 0; j < Q; ++j)
+    for (int64_t k = 0; k < Q; ++k) dst[k * ldd + j] = src[j * lds + k];
+#else
+  const hn::Full128<T> d;
+  if constexpr (sizeof(T) == 4) {
+    const auto r0 = hn::LoadU(d, src), r1 = hn::LoadU(d, src + lds);
+    const auto r2 = hn::LoadU(d, src + 2 * lds), r3 = hn::LoadU(d, src + 3 * lds);
+    // t0 = [r0[0] r1[0] r0[1] r1[1]], t1 = [r2[0] r3[0] r2[1] r3[1]], t2, t3 likewise for lanes 2, 3.
+    const hn::Repartition<double, decltype(d)> d2;  // pairs of f32 moved as one 64-bit lane
+    const auto t0 = hn::BitCast(d2, hn::InterleaveLower(d, r0, r1));
+    const auto t1 = hn::BitCast(d2, hn::InterleaveLower(d, r2, r3));
+    const auto t2 = hn::BitCast(d2, hn::InterleaveUpper(d, r0, r1));
+    const auto t3 = hn::BitCast(d2, hn::InterleaveUpper(d, r2, r3));
+    hn::StoreU(hn::BitCast(d, hn::InterleaveLower(d2, t0, t1)), d, dst);            // column 0
+    hn::StoreU(hn::BitCast(d, hn::InterleaveUpper(d2, t0, t1)), d, dst + ldd);      // column 1
+    hn::StoreU(hn::BitCast(d, hn::InterleaveLower(d2, t2, t3)), d, dst + 2 * ldd);  // column 2
+    hn::StoreU(hn::BitCast(d, hn::InterleaveUpper(d2, t2, t3)), d, dst + 3 * ldd);  // column 3
+  } else {
+    const auto r0 = hn::LoadU(d, src), r1 = hn::LoadU(d, src + lds);
+    hn::StoreU(hn::InterleaveLower(d, r0, r1), d, dst);
+    hn::StoreU(hn::InterleaveUpper(d, r0, r1), d, dst + ldd);
+  }
+#endif
+}
+
+// Row k of op(B) (the stored row k0 + k of B, !trans_b) copied into row k of every B-panel:
+//   Bp[pb * b_panel_size + k * NR + c] = B[(k0 + k) * ldb + pb * NR + c]. Columns past N are 0.
+// Sweeping B row by row reads memory sequentially (a panel-by-panel sweep would jump ldb every NR numbers).
+template <typename T>
+void PackBRow(const T* HWY_RESTRICT B, int64_t ldb, int64_t N, int64_t k0, int64_t k, int64_t NR,
+              int64_t b_panels, int64_t b_panel_size, T* HWY_RESTRICT Bp) {
+  const T* src = B + (k0 + k) * ldb;
+  for (int64_t pb = 0; pb < b_panels; ++pb)
+    CopyRow(src + pb * NR, std::min(NR, N - pb * NR), Bp + pb * b_panel_size + k * NR, NR);
+}
+
+// One B-panel of op(B) = B^T (B stored N x K): rows [k0, k0 + kc) of op(B), columns [j0, j0 + NR), as
+// Bp[k * NR + c] = B[(j0 + c) * ldb + k0 + k], transposed in 4 x 4 (f64: 2 x 2) blocks. Columns past N are 0.
+template <typename T>
+void PackBPanelTransposed(const T* HWY_RESTRICT B, int64_t ldb, int64_t N, int64_t j0, int64_t k0, int64_t kc,
+                          int64_t NR, T* HWY_RESTRICT Bp) {
+  const int64_t cols = std::min(NR, N - j0);
+  constexpr int64_t Q = 16 / int64_t(sizeof(T));  // the transpose block: 4 for f32, 2 for f64
+  const T* src = B + j0 * ldb + k0;               // src[c * ldb + k] = op(B)[k0 + k, j0 + c]
+  const int64_t full_c = cols / Q * Q, full_k = kc / Q * Q;
+  for (int64_t c = 0; c < full_c; c += Q) {
+    for (int64_t k = 0; k < full_k; k += Q) Transpose128(src + c * ldb + k, ldb, Bp + k * NR + c, NR);
+    for (int64_t k = full_k; k < kc; ++k)  // the last kc % Q rows of the panel
+      for (int64_t j = c; j < c + Q; ++j) Bp[k * NR + j] = src[j * ldb + k];
+  }
+  for (int64_t c = full_c; c < cols; ++c)  // the last cols % Q columns (only at the right edge of C)
+    for (int64_t k = 0; k < kc; ++k) Bp[k * NR + c] = src[c * ldb + k];
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t c = cols; c < NR; ++c) Bp[k * NR + c] = T(0);
+}
+
+// ---- the micro-kernel -------------------------------------------------------------------------------
+
+// C[0..rows, 0..cols) (+)= A-panel (MR x kc) * B-panel (kc x NR), with rows <= MR and cols <= NR.
+// kARowMajor picks the A-panel layout: Ap[r * ars + k] (true) or Ap[k * MR + r] (false).
+//
+//   scalar meaning:  for r, c:  acc = 0;  for k: acc += A(r, k) * Bp[k * NR + c];
+//                               C[r * ldc + c] = add_to_c ? C[r * ldc + c] + acc : acc;
+template <bool kARowMajor, typename T>
+HWY_NOINLINE void MicroKernel(int64_t kc, const T* HWY_RESTRICT Ap, int64_t ars, const T* HWY_RESTRICT Bp,
+                              T* HWY_RESTRICT C, int64_t ldc, int64_t rows, int64_t cols, bool add_to_c) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t NR = kNV * L;
+  const int64_t a_row_step = kARowMajor ? ars : 1;  // A(r, k) = Ap[r * a_row_step + k * a_k_step]
+  const int64_t a_k_step = kARowMajor ? 1 : kMR;
+
+  // The register tile: kMR x kNV vectors. The constant-bound loops below are unrolled by the compiler,
+  // so every acc[r][v] is one register.
+  V acc[kMR][kNV];
+  HWY_UNROLL(kMR)
+  for (int64_t r = 0; r < kMR; ++r) {
+    HWY_UNROLL(kNV)
+    for (int64_t v = 0; v < kNV; ++v) acc[r][v] = hn::Zero(d);
+  }
+  // The C tile is read only after the k loop: start fetching it now so the loop hides the latency.
+  for (int64_t r = 0; r < rows; ++r) {
+    hwy::Prefetch(C + r * ldc);
+    hwy::Prefetch(C + r * ldc + NR - 1);
+  }
+
+  for (int64_t k = 0; k < kc; ++k) {
+    const T* HWY_RESTRICT b_row = Bp + k * NR;        // op(B)[k, 0..NR)
+    const T* HWY_RESTRICT a_col = Ap + k * a_k_step;  // op(A)[0..MR, k], a_row_step apart
+    V b[kNV];
+    HWY_UNROLL(kNV)
+    for (int64_t v = 0; v < kNV; ++v) b[v] = hn::Load(d, b_row + v * L);
+    HWY_UNROLL(kMR)
+    for (int64_t r = 0; r < kMR; ++r) {
+      const V a = hn::Set(d, a_col[r * a_row_step]);  // broadcast A[r, k]
+      HWY_UNROLL(kNV)
+      for (int64_t v = 0; v < kNV; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
+    }
+  }
+
+  // Write the tile back: full vectors where a row has L columns left, one masked vector at the row's end.
+  if (rows == kMR && cols == NR) {
+    HWY_UNROLL(kMR)
+    for (int64_t r = 0; r < kMR; ++r) {
+      T* c_row = C + r * ldc;
+      HWY_UNROLL(kNV)
+      for (int64_t v = 0; v < kNV; ++v) {
+        const V out = add_to_c ? hn::Add(hn::LoadU(d, c_row + v * L), acc[r][v]) : acc[r][v];
+        hn::StoreU(out, d, c_row + v * L);
+      }
+    }
+    return;
+  }
+  HWY_UNROLL(kMR)
+  for (int64_t r = 0; r < kMR; ++r) {
+    if (r >= rows) break;
+    T* c_row = C + r * ldc;
+    HWY_UNROLL(kNV)
+    for (int64_t v = 0; v < kNV; ++v) {
+      const int64_t c0 = v * L;
+      if (c0 >= cols) break;
+      if (c0 + L <= cols) {
+        const V out = add_to_c ? hn::Add(hn::LoadU(d, c_row + c0), acc[r][v]) : acc[r][v];
+        hn::StoreU(out, d, c_row + c0);
+      } else {
+        const auto m = hn::FirstN(d, size_t(cols - c0));
+        const V out = add_to_c ? hn::Add(hn::MaskedLoad(m, d, c_row + c0), acc[r][v]) : acc[r][v];
+        hn::BlendedStore(out, m, d, c_row + c0);
+      }
+    }
+  }
+}
+
+// ---- the driver -------------------------------------------------------------------------------------
+
+// Packing buffers, kept per calling thread and grown on demand, so that repeated GEMMs (a training loop)
+// neither allocate nor page-fault fresh memory every call.
+template <typename T>
+struct Workspace {
+  hwy::AlignedFreeUniquePtr<T[]> a, b;
+  size_t a_size = 0, b_size = 0;
+  void reserve(size_t na, size_t nb) {
+    if (na > a_size) {
+      a = hwy::AllocateAligned<T>(na);
+      a_size = na;
+    }
+    if (nb > b_size) {
+      b = hwy::AllocateAligned<T>(nb);
+      b_size = nb;
+    }
+  }
+};
+
+template <typename T>
+void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+           int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // an empty sum: C = 0, or C unchanged when accumulating
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    return;
+  }
+  const hn::ScalableTag<T> d;
+  const int64_t NR = kNV * int64_t(hn::Lanes(d));
+
+  // k-blocks of equal width kc <= kKcMax. Depends on K alone: part of the summation order.
+  const int64_t k_blocks = (K + kKcMax - 1) / kKcMax;
+  const int64_t kc_max = (K + k_blocks - 1) / k_blocks;
+
+  const int64_t a_panels = (M + kMR - 1) / kMR;
+  const int64_t b_panels = (N + NR - 1) / NR;
+  const int64_t ars = kc_max + kRowPad;  // row stride of a row-major A-panel
+  const int64_t a_panel_size = kMR * ars, b_panel_size = kc_max * NR;
+  const int64_t b_block_size = b_panels * b_panel_size;  // all of op(B) for one k-block
+
+  // op(B) is packed for several k-blocks at once (a "k-superblock", at most kPackedBBytes), then the
+  // threads run through it without meeting at a barrier in between.
+  const int64_t blocks_per_super =
+      std::clamp<int64_t>(kPackedBBytes / (b_block_size * int64_t(sizeof(T))), 1, k_blocks);
+
+  // Macro-tiles: tile_a A-panels (rows of C) x a range of B-panels (columns of C). Aim for ~8 tiles per
+  // thread so that a dynamic schedule evens out a busy core. The tiling decides which thread adds to
+  // which C element, never the order of any sum, so it may depend on the thread count.
+  int threads = num_threads();
+  if (double(M) * double(N) * double(K) < 64.0 * 64.0 * 64.0) threads = 1;  // not worth waking threads
+  const int64_t tile_a = std::clamp<int64_t>(a_panels / (8 * threads), 1, 8);
+  const int64_t tiles_m = (a_panels + tile_a - 1) / tile_a;
+  const int64_t tiles_n = std::clamp<int64_t>((8 * threads + tiles_m - 1) / tiles_m, 1, b_panels);
+  const int64_t tile_b = (b_panels + tiles_n - 1) / tiles_n;
+  const int64_t tiles = tiles_m * tiles_n;
+  // B-panels swept for each A-panel: as many as fit in half of L2.
+  const int64_t sweep_b = std::clamp<int64_t>(kTileBBytes / (b_panel_size * int64_t(sizeof(T))), 1, tile_b);
+  if (threads > tiles) threads = int(std::max<int64_t>(1, tiles));
+
+  static thread_local Workspace<T> ws;  // the packed op(B), shared by this call's threads
+  ws.reserve(0, size_t(blocks_per_super * b_block_size));
+  T* Bp = ws.b.get();
+
+  // The micro-kernel for this A-panel layout (row-major unless op(A) is a transposed view).
+  const auto kernel = trans_a ? &MicroKernel<false, T> : &MicroKernel<true, T>;
+
+#if defined(NORMGRAD_OPENMP)
+#pragma omp parallel num_threads(threads) if (threads > 1)
+#endif
+  {
+    static thread_local Workspace<T> tile_ws;  // this thread's A-panels
+    tile_ws.reserve(size_t(tile_a * a_panel_size), 0);
+    T* Ap = tile_ws.a.get();
+
+    for (int64_t kb0 = 0; kb0 < k_blocks; kb0 += blocks_per_super) {
+      const int64_t kb1 = std::min(k_blocks, kb0 + blocks_per_super);
+      const int64_t ks0 = kb0 * kc_max, ks1 = std::min(K, kb1 * kc_max);  // the k-range of this superblock
+
+      // 1) Pack op(B) for k in [ks0, ks1), shared by all threads. k-block kb's panels start at
+      //    Bp + (kb - kb0) * b_block_size.
+      if (!trans_b) {
+#if defined(NORMGRAD_OPENMP)
+#pragma omp for schedule(static)
+#endif
+        for (int64_t k = ks0; k < ks1; ++k) {
+          const int64_t kb = k / kc_max;
+          PackBRow(B, ldb, N, kb * kc_max, k - kb * kc_max, NR, b_panels, b_panel_size,
+                   Bp + (kb - kb0) * b_block_size);
+        }
+      } else {
+#if defined(NORMGRAD_OPENMP)
+#pragma omp for schedule(static)
+#endif
+        for (int64_t q = 0; q < (kb1 - kb0) * b_panels; ++q) {
+          const int64_t kb = kb0 + q / b_panels, pb = q % b_panels;
+          const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
+          PackBPanelTransposed(B, ldb, N, pb * NR, k0, kc, NR, Bp + q * b_panel_size);
+        }
+      }
+      // (implicit barrier: op(B) is packed before any tile reads it)
+
+      // 2) The macro-tiles. For each k-block: pack the tile's A-panels, then sweep them against the
+      //    B-panels, sweep_b at a time (those stay in L2 while every A-panel of the tile passes).
+#if defined(NORMGRAD_OPENMP)
+#pragma omp for schedule(dynamic, 1)
+#endif
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t pa0 = (t / tiles_n) * tile_a, pa1 = std::min(a_panels, pa0 + tile_a);
+        const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
+        for (int64_t kb = kb0; kb < kb1; ++kb) {
+          const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
+          PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
+          const T* Bk = Bp + (kb - kb0) * b_block_size;
+          for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
+            for (int64_t pa = pa0; pa < pa1; ++pa) {
+              const int64_t i0 = pa * kMR;
+              for (int64_t pb = sb; pb < std::min(pb1, sb + sweep_b); ++pb) {
+                const int64_t j0 = pb * NR;
+                kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, C + i0 * ldc + j0,
+                       ldc, std::min(kMR, M - i0), std::min(NR, N - j0), accumulate || kb > 0);
+              }
+            }
+          }
+        }
+      }
+      // (implicit barrier: the next superblock's packing overwrites op(B))
+    }
+  }
+}
+
+void GemmF32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+             int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  GemmT(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+void GemmF64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+             int64_t ldb, double* C, int64_t ldc, bool accumulate) {
+  GemmT(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace ng::gemm_simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "tensor/kernels/gemm.h"
+namespace ng {
+namespace gemm_simd {
+HWY_EXPORT(GemmF32);
+HWY_EXPORT(GemmF64);
+}  // namespace gemm_simd
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
           int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  gemm_impl(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  HWY_DYNAMIC_DISPATCH(gemm_simd::GemmF32)(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
           int64_t ldb, double* C, int64_t ldc, bool accumulate) {
-  gemm_impl(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  HWY_DYNAMIC_DISPATCH(gemm_simd::GemmF64)(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
-
 }  // namespace ng
+#endif

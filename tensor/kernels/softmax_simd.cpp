@@ -3,13 +3,14 @@
 //
 // The scalar math each loop vectorises (ops/softmax.cpp has it as the reference):
 //   m = max_j x_j;   s = sum_j exp(x_j - m);   y_j = exp(x_j - m) / s   or   y_j = (x_j - m) - log s
-// Tails (L not a multiple of the vector length) use a masked load and a blended store, no scalar loop.
+// Tails (L not a multiple of the vector length) go through LoadTail / StoreTail (kernels/tail-inl.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/softmax_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "tensor/kernels/tail-inl.h"
 
 #include <cmath>
 #include <limits>
@@ -28,10 +29,7 @@ T RowMax(const T* HWY_RESTRICT x, int64_t n) {
   auto vmax = neg_inf;
   int64_t i = 0;
   for (; i + N <= n; i += N) vmax = hn::Max(vmax, hn::LoadU(d, x + i));
-  if (i < n) {
-    const auto m = hn::FirstN(d, size_t(n - i));
-    vmax = hn::Max(vmax, hn::IfThenElse(m, hn::MaskedLoad(m, d, x + i), neg_inf));
-  }
+  if (i < n) vmax = hn::Max(vmax, LoadTail(d, x + i, size_t(n - i), -std::numeric_limits<T>::infinity()));
   return hn::GetLane(hn::MaxOfLanes(d, vmax));
 }
 
@@ -51,7 +49,7 @@ bool SumExp(const T* HWY_RESTRICT x, int64_t n, T m, T* s_out) {
   }
   if (i < n) {
     const auto mask = hn::FirstN(d, size_t(n - i));
-    const auto t = hn::IfThenElseZero(mask, hn::Sub(hn::MaskedLoad(mask, d, x + i), vm));
+    const auto t = hn::IfThenElseZero(mask, hn::Sub(LoadTail(d, x + i, size_t(n - i)), vm));
     sum = hn::Add(sum, hn::IfThenElseZero(mask, hn::Exp(d, t)));
     bad = hn::Or(bad, hn::VecFromMask(d, hn::IsNaN(t)));
   }
@@ -73,19 +71,16 @@ bool SoftmaxRowT(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log
     // y_j = (x_j - m) - log s
     const auto log_s = hn::Set(d, std::log(s));
     for (; i + N <= n; i += N) hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, x + i), vm), log_s), d, y + i);
-    if (i < n) {
-      const auto mask = hn::FirstN(d, size_t(n - i));
-      hn::BlendedStore(hn::Sub(hn::Sub(hn::MaskedLoad(mask, d, x + i), vm), log_s), mask, d, y + i);
-    }
+    if (i < n)
+      StoreTail(hn::Sub(hn::Sub(LoadTail(d, x + i, size_t(n - i)), vm), log_s), d, y + i, size_t(n - i));
   } else {
     // y_j = exp(x_j - m) * (1 / s)
     const auto inv_s = hn::Set(d, T(1) / s);
     for (; i + N <= n; i += N)
       hn::StoreU(hn::Mul(hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vm)), inv_s), d, y + i);
     if (i < n) {
-      const auto mask = hn::FirstN(d, size_t(n - i));
-      const auto e = hn::Exp(d, hn::Sub(hn::MaskedLoad(mask, d, x + i), vm));
-      hn::BlendedStore(hn::Mul(e, inv_s), mask, d, y + i);
+      const auto e = hn::Exp(d, hn::Sub(LoadTail(d, x + i, size_t(n - i)), vm));
+      StoreTail(hn::Mul(e, inv_s), d, y + i, size_t(n - i));
     }
   }
   return true;
@@ -109,9 +104,8 @@ void ScaledSoftmaxFromLseRowT(const T* HWY_RESTRICT x, T lse, T scale, T* HWY_RE
   int64_t i = 0;
   for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vl)), vs), d, dx + i);
   if (i < n) {
-    const auto mask = hn::FirstN(d, size_t(n - i));
-    const auto e = hn::Exp(d, hn::Sub(hn::MaskedLoad(mask, d, x + i), vl));
-    hn::BlendedStore(hn::Mul(e, vs), mask, d, dx + i);
+    const auto e = hn::Exp(d, hn::Sub(LoadTail(d, x + i, size_t(n - i)), vl));
+    StoreTail(hn::Mul(e, vs), d, dx + i, size_t(n - i));
   }
 }
 

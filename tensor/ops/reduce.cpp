@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "autograd/function.h"
+#include "tensor/kernels/reduce_simd.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/parallel.h"
 
@@ -54,21 +55,37 @@ Tensor rows_view(const Tensor& x, const Plan& p) {
   return x.detach().permute(perm).contiguous();
 }
 
-// Sum of n contiguous values in a fixed order: 8 running partial sums (in double), then combined.
-template <typename T>
-double row_sum(const T* x, int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += double(x[i + k]);
-  for (; i < n; ++i) acc[i % 8] += double(x[i]);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+// True when the reduced dims are exactly the leading dims of a contiguous x: then x is (R, C) with
+// R = p.L summed away and C = p.rows kept, and the sum runs down the columns without a transposed copy.
+bool leading_dims_reduced(const Tensor& x, const Plan& p) {
+  if (!x.is_contiguous() || p.dims.empty() || p.rows < 16) return false;
+  for (size_t i = 0; i < p.dims.size(); ++i)
+    if (p.dims[i] != int64_t(i)) return false;
+  return true;
 }
 
 // Sum over each row -> a tensor of shape out_shape, scaled by `scale`.
+// The row sums use the Highway kernel simd::sum_row; sum_row_reference (kernels/reduce_simd.h) is the
+// scalar loop it replaces, and the reference in tests.
 Tensor sum_kernel(const Tensor& x, const Plan& p, double scale, const char* op) {
-  Tensor rows = rows_view(x, p);
   Tensor out = empty(p.out_shape, x.dtype());
+  if (leading_dims_reduced(x, p)) {
+    // Column sums: out_c = sum_r x_{r,c}, columns cut into fixed chunks (one task each, rows in order).
+    NG_DISPATCH_FLOAT(x.dtype(), op, [&]<typename scalar_t>() {
+      using T = scalar_t;
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+      const int64_t R = p.L, C = p.rows;
+      constexpr int64_t kCols = 256;
+      parallel_for(C, kCols, [&](int64_t c0, int64_t c1) {
+        double acc[kCols] = {};
+        simd::add_rows_to(px + c0, R, c1 - c0, C, acc);
+        for (int64_t c = c0; c < c1; ++c) po[c] = T(acc[c - c0] * scale);
+      });
+    });
+    return out;
+  }
+  Tensor rows = rows_view(x, p);
   NG_DISPATCH_FLOAT(x.dtype(), op, [&]<typename scalar_t>() {
     using T = scalar_t;
     const T* px = rows.data<T>();
@@ -80,7 +97,8 @@ Tensor sum_kernel(const Tensor& x, const Plan& p, double scale, const char* op) 
       int64_t chunks = (L + kChunk - 1) / kChunk;
       std::vector<double> part(static_cast<size_t>(chunks), 0.0);
       parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
-        for (int64_t c = b; c < e; ++c) part[c] = row_sum(px + c * kChunk, std::min(kChunk, L - c * kChunk));
+        for (int64_t c = b; c < e; ++c)
+          part[c] = simd::sum_row(px + c * kChunk, std::min(kChunk, L - c * kChunk));
       });
       double s = 0;
       for (double v : part) s += v;
@@ -88,7 +106,7 @@ Tensor sum_kernel(const Tensor& x, const Plan& p, double scale, const char* op) 
       return;
     }
     parallel_for(p.rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(L, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) po[r] = T(row_sum(px + r * L, L) * scale);
+      for (int64_t r = b; r < e; ++r) po[r] = T(simd::sum_row(px + r * L, L) * scale);
     });
   });
   return out;
@@ -151,12 +169,12 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
     T* py = y.data<T>();
     T* pm = m.data<T>();
     const int64_t L = p.L;
-    parallel_for(p.rows, 1, [&](int64_t b, int64_t e) {
+    // Grain: about 4096 elements per task, so a small tensor does not pay for a parallel region.
+    parallel_for(p.rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(L, 1)), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* row = px + r * L;
-        double mu = row_sum(row, L) / double(L);  // two passes: centred, so no cancellation
-        double ss = 0;
-        for (int64_t i = 0; i < L; ++i) ss += (double(row[i]) - mu) * (double(row[i]) - mu);
+        double mu = simd::sum_row(row, L) / double(L);  // two passes: centred, so no cancellation
+        double ss = simd::sum_sq_dev_row(row, L, mu);   // reference: sum_sq_dev_row_reference
         py[r] = T(ss / denom);
         pm[r] = T(mu);
       }
@@ -182,7 +200,7 @@ static Tensor argmax_rows(const Tensor& x, const Plan& p, const char* op) {
     using T = scalar_t;
     const T* px = rows.data<T>();
     int64_t* pi = idx.data<int64_t>();
-    parallel_for(p.rows, 64, [&](int64_t b, int64_t e) {
+    parallel_for(p.rows, std::max<int64_t>(1, 4096 / p.L), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* row = px + r * p.L;
         int64_t best = 0;

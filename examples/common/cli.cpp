@@ -1,0 +1,63 @@
+// Common flags: registration, parsing, and the checks CLI11 cannot do on its own. See cli.h.
+#include "examples/common/cli.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "tensor/parallel.h"
+
+namespace ng::examples {
+
+bool readable_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  return bool(in);
+}
+
+void add_common_flags(CLI::App& app, CommonOptions& o) {
+  app.add_option("--out", o.out, "output folder for PNG, CSV, summary and command line")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed (same seed and --threads: same numbers)")
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  app.add_option("--steps", o.steps, "training steps (default: the experiment's own)")
+      ->check(CLI::Range(int64_t(1), int64_t(100000000)));
+  app.add_flag("--quick", o.quick, "short run (under 2 minutes on 2 cores)");
+  app.add_option("--data", o.data, "TinyShakespeare text file")->capture_default_str();
+  app.add_option("--save", o.save, "write a safetensors checkpoint of the last model trained");
+  app.add_option("--resume", o.resume, "start the last model from this checkpoint");
+  app.add_flag("--quiet", o.quiet, "no progress bar");
+}
+
+namespace {
+int usage_error(CLI::App& app, const std::string& message) {
+  std::cerr << app.get_name() << ": error: " << message << "\n\n" << app.help() << std::flush;
+  return 2;
+}
+}  // namespace
+
+std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptions& o) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return usage_error(app, e.what());
+  }
+  o.data_given = app.count("--data") > 0;
+  if (o.data_given && !readable_file(o.data))
+    return usage_error(app, "--data: cannot read '" + o.data + "' (get it with scripts/get_data.sh)");
+  if (!o.resume.empty() && !readable_file(o.resume))
+    return usage_error(app, "--resume: cannot read '" + o.resume + "'");
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  if (ec || !std::filesystem::is_directory(o.out))
+    return usage_error(app, "--out: cannot create folder '" + o.out + "': " + ec.message());
+  if (o.threads > 0) ng::set_num_threads(o.threads);
+  return std::nullopt;
+}
+
+}  // namespace ng::examples

@@ -1,0 +1,52 @@
+// The flags every experiment shares, parsed with CLI11.
+//
+//   --out DIR       where the PNG, CSV, Markdown summary and command line go (default results/)
+//   --seed N        seed of every random draw (default 42): same seed + same --threads = same numbers
+//   --threads N     worker threads (default: all cores)
+//   --steps N       training steps (default: the experiment's own; --quick uses a smaller one)
+//   --quick         a short run (under 2 minutes on 2 cores)
+//   --data PATH     TinyShakespeare (default data/tinyshakespeare.txt); given explicitly, it must be readable
+//   --save PATH     write a safetensors checkpoint of the last model trained
+//   --resume PATH   start the last model from a checkpoint
+//   --quiet         no progress bar (it is off anyway when stderr is not a terminal)
+//
+// A bad flag or value prints the error and the usage to stderr and the program exits with status 2.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ng::examples {
+
+struct CommonOptions {
+  std::string out = "results";
+  uint64_t seed = 42;
+  int threads = 0;    // 0: the OpenMP default (all cores)
+  int64_t steps = 0;  // 0: the experiment's default
+  bool quick = false;
+  std::string data = "data/tinyshakespeare.txt";
+  bool data_given = false;  // --data was on the command line
+  std::string save, resume;
+  bool quiet = false;
+
+  // --steps if given, else `quick_steps` under --quick, else `full_steps`.
+  int64_t steps_or(int64_t full_steps, int64_t quick_steps) const {
+    return steps > 0 ? steps : quick ? quick_steps : full_steps;
+  }
+};
+
+// Register the common flags on `app`.
+void add_common_flags(CLI::App& app, CommonOptions& options);
+
+// Parse argv. On success: applies --threads, creates --out, and returns nullopt (carry on). On --help:
+// prints usage, returns 0. On a bad flag, a bad value, an unreadable --data, or an --out that cannot be
+// created: prints the reason and the usage to stderr and returns 2. main() does `if (auto rc = ...) return
+// *rc;`
+std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptions& options);
+
+// True when `path` names a regular file we can open for reading.
+bool readable_file(const std::string& path);
+
+}  // namespace ng::examples

@@ -1,0 +1,191 @@
+// CSV, Markdown, command line and run statistics shared by the experiments. See report.h.
+#include "examples/common/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <variant>
+
+#include "tensor/error.h"
+
+namespace ng::examples {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  q += '"';
+  return q;
+}
+
+std::string num(double v, int precision) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+  return buf;
+}
+
+std::string Csv::str() const {
+  std::string s;
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i) s += ',';
+      s += csv_field(cells[i]);
+    }
+    s += "\n";
+  };
+  line(header);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    NG_CHECK(rows[r].size() == header.size(), "Csv", "row ", r, " has ", rows[r].size(), " fields, expected ",
+             header.size());
+    line(rows[r]);
+  }
+  return s;
+}
+
+Csv figure_csv(const plot::Figure& fig) {
+  Csv csv;
+  csv.header = {"panel", "kind", "series", "x", "y"};
+  auto add = [&](const std::string& panel, const char* kind, const std::string& series, const std::string& x,
+                 const std::string& y) {
+    csv.rows.push_back({panel, kind, series, x, y});
+  };
+  for (size_t p = 0; p < fig.panels.size(); ++p) {
+    std::visit(
+        [&](const auto& panel) {
+          using T = std::decay_t<decltype(panel)>;
+          std::string title = panel.title.empty() ? "panel " + std::to_string(p) : panel.title;
+          if constexpr (std::is_same_v<T, plot::LineChart>) {
+            for (const auto& s : panel.series)
+              for (size_t i = 0; i < s.y.size(); ++i)
+                add(title, "line", s.label, num(s.x.empty() ? double(i) : s.x[i], 9), num(s.y[i], 9));
+            for (const auto& v : panel.vlines) add(title, "vline", v.label, num(v.at, 9), "");
+            for (const auto& h : panel.hlines) add(title, "hline", h.label, "", num(h.at, 9));
+          } else if constexpr (std::is_same_v<T, plot::BarChart>) {
+            for (const auto& g : panel.groups)
+              for (size_t i = 0; i < g.values.size(); ++i)
+                add(title, "bar", g.label, panel.categories[i], num(g.values[i], 9));
+            for (const auto& h : panel.hlines) add(title, "hline", h.label, "", num(h.at, 9));
+          } else {
+            for (const auto& row : panel.rows)
+              for (size_t j = 1; j < row.size() && j < panel.header.size(); ++j)
+                add(title, "table", row.empty() ? "" : row[0], panel.header[j], row[j]);
+          }
+        },
+        fig.panels[p]);
+  }
+  return csv;
+}
+
+std::string md_table(const std::vector<std::string>& header,
+                     const std::vector<std::vector<std::string>>& rows) {
+  auto line = [](const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (const auto& c : cells) s += " " + c + " |";
+    return s + "\n";
+  };
+  std::string s = line(header);
+  s += "|";
+  for (size_t i = 0; i < header.size(); ++i) s += "---|";
+  s += "\n";
+  for (const auto& r : rows) {
+    NG_CHECK(r.size() == header.size(), "md_table", "row has ", r.size(), " cells, expected ", header.size());
+    s += line(r);
+  }
+  return s;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  NG_CHECK(bool(f), "write_text", "cannot open '", path, "' for writing");
+  f << text;
+  f.close();
+  NG_CHECK(bool(f), "write_text", "failed writing '", path, "'");
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    bool plain = !a.empty() && a.find_first_not_of(
+                                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789-_./=:,+@%") == std::string::npos;
+    if (!plain) {
+      std::string q = "'";
+      for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      q += '\'';
+      a = q;
+    }
+    if (i) s += ' ';
+    s += a;
+  }
+  return s;
+}
+
+Report::Report(const CommonOptions& o, std::string name, int argc, char** argv)
+    : out_(o.out), name_(std::move(name)), command_(command_line(argc, argv)) {
+  std::filesystem::create_directories(out_);
+  write_text(path("cmd.txt"), command_ + "\n");
+}
+
+std::string Report::path(const std::string& ext) const {
+  return (std::filesystem::path(out_) / (name_ + "." + ext)).string();
+}
+
+std::string Report::save_figure(const plot::Figure& figure) const {
+  std::string png = path("png");
+  plot::save_png(figure, png);
+  write_text(path("csv"), figure_csv(figure).str());
+  return png;
+}
+
+void Report::save_summary(const std::string& markdown) const {
+  write_text(path("md"), markdown + "\n---\nCommand: `" + command_ + "`\n");
+}
+
+namespace {
+std::vector<double> finite_tail(const std::vector<double>& v, size_t n) {
+  std::vector<double> t;
+  size_t start = v.size() > n ? v.size() - n : 0;
+  for (size_t i = start; i < v.size(); ++i)
+    if (std::isfinite(v[i])) t.push_back(v[i]);
+  return t;
+}
+}  // namespace
+
+double mean_last(const std::vector<double>& v, size_t n) {
+  std::vector<double> t = finite_tail(v, n);
+  if (t.empty()) return NAN;
+  double s = 0;
+  for (double x : t) s += x;
+  return s / double(t.size());
+}
+
+double std_last(const std::vector<double>& v, size_t n) {
+  std::vector<double> t = finite_tail(v, n);
+  if (t.empty()) return NAN;
+  double m = mean_last(v, n), s = 0;
+  for (double x : t) s += (x - m) * (x - m);
+  return std::sqrt(s / double(t.size()));
+}
+
+bool DivergenceWatch::ok(int64_t step, double loss, double grad_norm) {
+  if (diverged()) return false;
+  auto kind = [](double v) { return std::isnan(v) ? "NaN" : "Inf"; };
+  if (!std::isfinite(loss)) {
+    what_ = std::string("loss is ") + kind(loss);
+  } else if (!std::isfinite(grad_norm)) {
+    what_ = std::string("gradient norm is ") + kind(grad_norm);
+  } else {
+    return true;
+  }
+  step_ = step;
+  return false;
+}
+
+}  // namespace ng::examples

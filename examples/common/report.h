@@ -1,0 +1,79 @@
+// What every experiment leaves behind, beside its PNG (all in --out):
+//
+//   <name>.png      the figure
+//   <name>.csv      every number the figure plots, one per row: panel,kind,series,x,y
+//                   (kind: line | vline | hline | bar | table; a table cell is one row with its column as x)
+//   <name>.md       the Markdown summary: the measured tables and the conclusions, computed from the run
+//   <name>.cmd.txt  the exact command line that made them
+//
+// The CSV is derived from the plot::Figure itself, so nothing plotted can be missing from it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "examples/common/cli.h"
+#include "plot/chart.h"
+
+namespace ng::examples {
+
+// ---- CSV ----
+// RFC 4180 quoting: a field with a comma, quote or newline is quoted, quotes doubled.
+std::string csv_field(const std::string& s);
+// A number with enough digits to round-trip (%.9g for what came from f32 is plenty); NaN -> "nan".
+std::string num(double v, int precision = 6);
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::string str() const;  // header line, then one line per row; checks every row's width
+};
+// Every number in the figure, in the long format above.
+Csv figure_csv(const plot::Figure& figure);
+
+// ---- Markdown ----
+std::string md_table(const std::vector<std::string>& header,
+                     const std::vector<std::vector<std::string>>& rows);
+
+// ---- files ----
+// Writes text to a file (throws ng::Error naming the path on failure).
+void write_text(const std::string& path, const std::string& text);
+// argv as one shell line, each argument quoted when it needs to be.
+std::string command_line(int argc, char** argv);
+
+class Report {
+ public:
+  // Records the command line at once (<out>/<name>.cmd.txt).
+  Report(const CommonOptions& options, std::string name, int argc, char** argv);
+  std::string path(const std::string& extension) const;  // <out>/<name>.<extension>
+  // PNG + CSV of the figure. Returns the PNG's path.
+  std::string save_figure(const plot::Figure& figure) const;
+  // The summary; the command line is appended at its end.
+  void save_summary(const std::string& markdown) const;
+  const std::string& command() const { return command_; }
+
+ private:
+  std::string out_, name_, command_;
+};
+
+// ---- small statistics over a loss curve (non-finite values are skipped) ----
+double mean_last(const std::vector<double>& v, size_t n);
+// Population standard deviation of the last n values.
+double std_last(const std::vector<double>& v, size_t n);
+
+// ---- divergence ----
+// Watches a training run: the first step whose loss or gradient norm is NaN or Inf is where the run
+// diverged, and the trainer stops that run there.
+class DivergenceWatch {
+ public:
+  // True when this step is finite (keep going). The first non-finite step is recorded and returns false.
+  bool ok(int64_t step, double loss, double grad_norm = 0.0);
+  bool diverged() const { return step_ >= 0; }
+  int64_t step() const { return step_; }             // -1 when it never diverged
+  const std::string& what() const { return what_; }  // "loss is NaN" / "gradient norm is Inf"
+
+ private:
+  int64_t step_ = -1;
+  std::string what_;
+};
+
+}  // namespace ng::examples

@@ -1,0 +1,794 @@
+// BatchNorm (Ioffe, Szegedy 2015): normalize each channel with statistics taken across the batch.
+//
+// ---- 1. The formula ---------------------------------------------------------------------------------------
+//
+//   x: (N, C, S)  -- S = product of the spatial dims (1 for a plain (N, C) input)
+//   per channel c, over its M = N * S values x[:, c, :]:
+//
+//   mean_c = (1/M) sum_{n,s} x[n, c, s]
+//   var_c  = (1/M) sum_{n,s} (x[n, c, s] - mean_c)^2          biased: this is what the forward divides by
+//   rstd_c = 1 / sqrt(var_c + eps)
+//   y[n, c, s] = (x[n, c, s] - mean_c) * rstd_c * weight_c + bias_c
+//
+// Training uses the batch's own mean_c, var_c, and keeps running estimates for inference (PyTorch's rule):
+//   running_mean = (1 - momentum) * running_mean + momentum * mean_c
+//   running_var  = (1 - momentum) * running_var  + momentum * var_c * M / (M - 1)     <- UNBIASED
+// momentum weighs the NEW batch (0.1 = 10% new); "none" = cumulative average, momentum_t = 1 / t.
+// Eval uses running_mean, running_var in place of mean_c, var_c: y is then an affine map of x per channel.
+//
+// Why the statistics cross samples: BatchNorm was designed for convolutional nets trained with large
+// batches, where the batch is a good sample of the data. It is why a batch of one cannot be trained
+// (var = 0 over one value) and why small batches make the statistics noisy.
+//
+// Saved for backward: mean (f64) and rstd per channel, and whether the batch statistics were used.
+//
+// Layout of this file: 1. formula  2. scalar reference loop  3. fast Highway + OpenMP kernel  4. backward:
+// derivation, reference, fast kernel  5. the autograd op F::batch_norm  6. nn::BatchNorm1d/2d.
+// Walk-through: docs/norms/batch_norm.md.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "nn/norms/batch_norm.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "nn/norms/norm_simd-inl.h"
+
+#include "autograd/function.h"
+#include "nn/norms/batch_norm.h"
+#include "nn/norms/norm_math.h"
+
+#if HWY_ONCE
+namespace ng::norms {
+
+// ---- 2. The scalar reference loop -------------------------------------------------------------------------
+// The reference computes the statistics in double (it is the tests' oracle). Channel c's values are
+// x[(n * C + c) * S + s]. mean_in, var_in: use these (eval) instead of the batch's.
+// x, y: (N, C, S); w, b: (C) or null; mean, var: (C) f64 out; rstd: (C) out.
+template <typename T, typename A>
+void batch_norm_forward_reference(const T* x, const A* w, const A* b, T* y, const double* mean_in,
+                                  const double* var_in, double* mean, double* var, A* rstd, int64_t N,
+                                  int64_t C, int64_t S, double eps) {
+  const int64_t M = N * S;
+  for (int64_t c = 0; c < C; ++c) {
+    auto index = [&](int64_t i) { return ((i / S) * C + c) * S + i % S; };  // i-th value of channel c
+    auto get = [&](int64_t i) { return load_acc<double>(x[index(i)]); };
+    if (mean_in) {
+      mean[c] = mean_in[c];
+      var[c] = var_in[c];
+    } else {
+      double shift, d;
+      norm_math::centered_moments<double>(get, M, shift, d, var[c]);
+      mean[c] = shift + d;
+    }
+    const double rs = norm_math::rstd_from_var(var[c], eps);
+    rstd[c] = A(rs);
+    for (int64_t i = 0; i < M; ++i) {
+      const double xhat = (get(i) - mean[c]) * rs;
+      y[index(i)] = store_acc<T>(xhat * (w ? double(w[c]) : 1.0) + (b ? double(b[c]) : 0.0));
+    }
+  }
+}
+
+}  // namespace ng::norms
+#endif  // HWY_ONCE
+
+// ---- 3. The fast kernel -----------------------------------------------------------------------------------
+//
+// A channel's values are spread over the whole tensor, so (unlike LayerNorm) they cannot sit in cache while
+// we make three passes. Plan, with x read twice from memory in training and once in eval:
+//   statistics: fixed chunks of samples (row_chunks, ~128 KB, in cache). Per chunk and channel a centred
+//               two-pass with a shift (count, mean, M2); the chunks are merged in chunk order with Chan's
+//               formula, in double:  delta = mean_b - mean_a,  mean += delta * n_b / n,
+//                                    M2 = M2_a + M2_b + delta^2 * n_a * n_b / n.
+//   output:     per channel one scale and one shift: sc_c = rstd_c * w_c,
+//               y = fma((x - mean_hi_c) - mean_lo_c, sc_c, b_c)
+//               (mean = mean_hi + mean_lo: the f64 mean split into two floats, so a channel with mean 1e4 and
+//               std 1e-2 is centred exactly.)
+// Two layouts: S == 1 ((N, C) input): vectors run ACROSS channels, per-channel constants are loaded as
+// vectors; S > 1: vectors run along each (n, c) segment of S positions, constants are broadcast.
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+
+// sum over p[0 .. len) of f(v) for vectors v of p (tail lanes masked out)
+template <class D, typename T, class F>
+HWY_INLINE hn::TFromD<D> SumSegment(D d, const T* HWY_RESTRICT p, int64_t len, const F& f) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  auto acc = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + L <= len; i += L) acc = hn::Add(acc, f(LoadAs(d, p + i)));
+  if (i < len) {
+    const size_t rest = size_t(len - i);
+    acc = hn::Add(acc, hn::IfThenElseZero(hn::FirstN(d, rest), f(Tail<D, T>(p + i, rest).load(d))));
+  }
+  return ReduceSum(d, acc);
+}
+
+// Load cnt (<= Lanes) A values: a full vector, or a zero-padded tail.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadA(D d, const hn::TFromD<D>* HWY_RESTRICT p, size_t cnt) {
+  return cnt == hn::Lanes(d) ? hn::LoadU(d, p) : LoadTailA(d, p, cnt);
+}
+
+// One sample of an (N, C) input: acc[c] += f(x_c) for every channel c, vectors across channels.
+// f(v, c, cnt) gets the vector of channels [c, c + cnt).
+template <class D, typename T, class F>
+HWY_INLINE void AccumulateAcross(D d, const T* HWY_RESTRICT row, int64_t C, hn::TFromD<D>* HWY_RESTRICT acc,
+                                 const F& f) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t c_main = C - C % L;
+  for (int64_t c = 0; c < c_main; c += L)
+    hn::StoreU(hn::Add(hn::LoadU(d, acc + c), f(LoadAs(d, row + c), c, size_t(L))), d, acc + c);
+  if (c_main < C) {
+    const size_t rest = size_t(C - c_main);
+    const auto v = f(Tail<D, T>(row + c_main, rest).load(d), c_main, rest);
+    StoreTailA(d, hn::Add(LoadTailA(d, acc + c_main, rest), v), acc + c_main, rest);
+  }
+}
+
+// Statistics of samples [n0, n1): per channel, out_mean[c] and out_m2[c] = sum (x - out_mean[c])^2 (double).
+template <typename T>
+void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int64_t C, int64_t S,
+                           double* HWY_RESTRICT out_mean, double* HWY_RESTRICT out_m2) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const A count = A((n1 - n0) * S);
+  std::vector<A> K(static_cast<size_t>(C)), acc(static_cast<size_t>(C), A(0));
+
+  if (S == 1) {
+    // Vectors across channels. Shift K_c: the chunk's first sample.
+    const T* HWY_RESTRICT first = x + n0 * C;
+    AccumulateAcross(d, first, C, K.data(), [&](hn::Vec<D> v, int64_t, size_t) { return v; });
+    // pass A: acc_c = sum_n (x_nc - K_c)
+    for (int64_t n = n0; n < n1; ++n)
+      AccumulateAcross(d, x + n * C, C, acc.data(), [&](hn::Vec<D> v, int64_t c, size_t cnt) {
+        return hn::Sub(v, LoadA(d, K.data() + c, cnt));
+      });
+    std::vector<A> dmean(static_cast<size_t>(C)), m2(static_cast<size_t>(C), A(0));
+    for (int64_t c = 0; c < C; ++c) dmean[c] = acc[c] / count;
+    // pass B: m2_c = sum_n ((x_nc - K_c) - dmean_c)^2
+    for (int64_t n = n0; n < n1; ++n)
+      AccumulateAcross(d, x + n * C, C, m2.data(), [&](hn::Vec<D> v, int64_t c, size_t cnt) {
+        const auto t = hn::Sub(hn::Sub(v, LoadA(d, K.data() + c, cnt)), LoadA(d, dmean.data() + c, cnt));
+        return hn::Mul(t, t);
+      });
+    for (int64_t c = 0; c < C; ++c) {
+      out_mean[c] = double(K[c]) + double(dmean[c]);
+      out_m2[c] = double(m2[c]);
+    }
+    return;
+  }
+
+  // S > 1: segment by segment
+  for (int64_t c = 0; c < C; ++c) K[c] = hn::GetLane(Tail<D, T>(x + (n0 * C + c) * S, 1).load(d));
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      const auto vK = hn::Set(d, K[c]);
+      acc[c] += SumSegment(d, x + (n * C + c) * S, S, [&](hn::Vec<D> v) { return hn::Sub(v, vK); });
+    }
+  std::vector<A> dmean(static_cast<size_t>(C)), m2(static_cast<size_t>(C), A(0));
+  for (int64_t c = 0; c < C; ++c) dmean[c] = acc[c] / count;
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      const auto vK = hn::Set(d, K[c]), vd = hn::Set(d, dmean[c]);
+      m2[c] += SumSegment(d, x + (n * C + c) * S, S, [&](hn::Vec<D> v) {
+        const auto t = hn::Sub(hn::Sub(v, vK), vd);
+        return hn::Mul(t, t);
+      });
+    }
+  for (int64_t c = 0; c < C; ++c) {
+    out_mean[c] = double(K[c]) + double(dmean[c]);
+    out_m2[c] = double(m2[c]);
+  }
+}
+
+// y = fma((x - mh_c) - ml_c, sc_c, b_c) for samples [n0, n1).
+template <typename T>
+void BatchNormApplyRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n0, int64_t n1, int64_t C,
+                        int64_t S, const AccT<T>* HWY_RESTRICT mh, const AccT<T>* HWY_RESTRICT ml,
+                        const AccT<T>* HWY_RESTRICT sc, const AccT<T>* HWY_RESTRICT b) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  if (S == 1) {
+    const int64_t c_main = C - C % L;
+    const size_t c_rest = size_t(C - c_main);
+    for (int64_t n = n0; n < n1; ++n) {
+      const T* HWY_RESTRICT xr = x + n * C;
+      T* HWY_RESTRICT yr = y + n * C;
+      for (int64_t c = 0; c < c_main; c += L) {
+        const auto centred = hn::Sub(hn::Sub(LoadAs(d, xr + c), hn::LoadU(d, mh + c)), hn::LoadU(d, ml + c));
+        StoreAs(d, hn::MulAdd(centred, hn::LoadU(d, sc + c), hn::LoadU(d, b + c)), yr + c);
+      }
+      if (c_rest) {
+        const auto xv = Tail<D, T>(xr + c_main, c_rest).load(d);
+        const auto centred =
+            hn::Sub(hn::Sub(xv, LoadTailA(d, mh + c_main, c_rest)), LoadTailA(d, ml + c_main, c_rest));
+        Tail<D, T> out(c_rest);
+        out.store(d, hn::MulAdd(centred, LoadTailA(d, sc + c_main, c_rest), LoadTailA(d, b + c_main, c_rest)),
+                  yr + c_main);
+      }
+    }
+    return;
+  }
+  const int64_t s_main = S - S % L;
+  const size_t s_rest = size_t(S - s_main);
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      const T* HWY_RESTRICT xs = x + (n * C + c) * S;
+      T* HWY_RESTRICT ys = y + (n * C + c) * S;
+      const auto vmh = hn::Set(d, mh[c]), vml = hn::Set(d, ml[c]), vsc = hn::Set(d, sc[c]),
+                 vb = hn::Set(d, b[c]);
+      for (int64_t s = 0; s < s_main; s += L)
+        StoreAs(d, hn::MulAdd(hn::Sub(hn::Sub(LoadAs(d, xs + s), vmh), vml), vsc, vb), ys + s);
+      if (s_rest) {
+        Tail<D, T> out(s_rest);
+        out.store(d, hn::MulAdd(hn::Sub(hn::Sub(Tail<D, T>(xs + s_main, s_rest).load(d), vmh), vml), vsc, vb),
+                  ys + s_main);
+      }
+    }
+}
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ng::norms {
+
+// ---- 4. The backward --------------------------------------------------------------------------------------
+//
+// Channel c, its M values x_i (i runs over n and s), r = rstd_c, xhat_i = (x_i - mean) r,
+// y_i = xhat_i w + b, and g_i = dL/dxhat_i = dy_i * w (w = weight_c, one number for the whole channel).
+//
+//   dbias_c   = sum_i dy_i              dweight_c = sum_i dy_i * xhat_i
+//
+// EVAL: mean and r are the running statistics, constants. y is affine in x:  dx_i = g_i * r.
+//
+// TRAINING: mean and var depend on every x_i of the channel. The step-by-step chain rule, as it appears in
+// many published implementations (the computational-graph derivation):
+//   dvar  = sum_i g_i (x_i - mean) * (-1/2) (var + eps)^(-3/2)
+//   dmean = sum_i g_i * (-r)  +  dvar * (-2/M) sum_i (x_i - mean)
+//   dx_i  = g_i r  +  dvar * 2 (x_i - mean) / M  +  dmean / M
+// The second part of dmean is ZERO, because sum_i (x_i - mean) = 0 by the definition of the mean: that is
+// the "mean term" that some codes drop. It does NOT make the mean's influence on dx vanish: dmean keeps its
+// first part, -r sum_i g_i, and every x_i receives dmean / M. Dropping it (treating the mean as a constant)
+// gives a wrong gradient, and gradcheck catches it (tests/test_norms_batch_norm.cpp).
+//
+// Substituting, with dvar * 2 (x_i - mean) / M = -r xhat_i (1/M) sum_j g_j xhat_j:
+//
+//   dx_i = r * ( g_i  -  (1/M) sum_j g_j  -  xhat_i (1/M) sum_j g_j xhat_j )
+//
+// which is LayerNorm's formula over the channel (norm_math::centered_norm_dx). As coded, with
+// mean_dy = dbias_c / M and mean_dyx = dweight_c / M, and the weight folded in:
+//
+//   dx_i = dy_i * (r w)  +  (-r w mean_dy)  +  xhat_i * (-r w mean_dyx)
+//          term 1           term 2              term 3
+//   term 1: the direct path; term 2: through the mean; term 3: through the variance. Eval: term 1 only.
+
+// Reference (double sums per channel). mean: (C) f64; rstd: (C); w: (C) or null.
+template <typename T, typename A>
+void batch_norm_backward_reference(const T* dy, const T* x, const A* w, const double* mean, const A* rstd,
+                                   T* dx, A* dw, A* db, int64_t N, int64_t C, int64_t S, bool batch_stats) {
+  const int64_t M = N * S;
+  for (int64_t c = 0; c < C; ++c) {
+    auto index = [&](int64_t i) { return ((i / S) * C + c) * S + i % S; };
+    const double rs = double(rstd[c]), wc = w ? double(w[c]) : 1.0;
+    auto xhat = [&](int64_t i) { return (load_acc<double>(x[index(i)]) - mean[c]) * rs; };
+    auto dyv = [&](int64_t i) { return load_acc<double>(dy[index(i)]); };
+    double sum_dy = 0, sum_dyx = 0;
+    for (int64_t i = 0; i < M; ++i) {
+      sum_dy += dyv(i);
+      sum_dyx += dyv(i) * xhat(i);
+    }
+    if (dw) dw[c] = A(sum_dyx);
+    if (db) db[c] = A(sum_dy);
+    if (!dx) continue;
+    for (int64_t i = 0; i < M; ++i) {
+      const double g = dyv(i) * wc;
+      const double v = batch_stats ? norm_math::centered_norm_dx(g, xhat(i), rs, wc * sum_dy / double(M),
+                                                                 wc * sum_dyx / double(M))
+                                   : g * rs;  // eval: term 1 only
+      dx[index(i)] = store_acc<T>(v);
+    }
+  }
+}
+
+}  // namespace ng::norms
+#endif  // HWY_ONCE
+
+// The fast backward:
+//   sums: per fixed chunk of samples, per channel sum dy and sum dy * xhat (partials, summed in chunk order)
+//   dx:   dx = fma(dy, k1_c, fma(xhat, k3_c, k2_c))  with k1 = r w, k2 = -r w mean_dy, k3 = -r w mean_dyx
+//         (eval: k2 = k3 = 0)
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+
+// Samples [n0, n1): sdy[c] = sum dy, sdyx[c] = sum dy * xhat (A), xhat = ((x - mh) - ml) * rs.
+template <typename T>
+void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, int64_t n0, int64_t n1,
+                               int64_t C, int64_t S, const AccT<T>* HWY_RESTRICT mh,
+                               const AccT<T>* HWY_RESTRICT ml, const AccT<T>* HWY_RESTRICT rs,
+                               AccT<T>* HWY_RESTRICT sdy, AccT<T>* HWY_RESTRICT sdyx) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  if (S == 1) {
+    const int64_t c_main = C - C % L;
+    const size_t c_rest = size_t(C - c_main);
+    for (int64_t n = n0; n < n1; ++n) {
+      const T* HWY_RESTRICT xr = x + n * C;
+      const T* HWY_RESTRICT dyr = dy + n * C;
+      for (int64_t c = 0; c < c_main; c += L) {
+        const auto dyv = LoadAs(d, dyr + c);
+        const auto xhat =
+            hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xr + c), hn::LoadU(d, mh + c)), hn::LoadU(d, ml + c)),
+                    hn::LoadU(d, rs + c));
+        hn::StoreU(hn::Add(hn::LoadU(d, sdy + c), dyv), d, sdy + c);
+        hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, sdyx + c)), d, sdyx + c);
+      }
+      if (c_rest) {  // zero-padded dy: the padding adds nothing
+        const auto dyv = Tail<D, T>(dyr + c_main, c_rest).load(d);
+        const auto xv = Tail<D, T>(xr + c_main, c_rest).load(d);
+        const auto xhat = hn::Mul(
+            hn::Sub(hn::Sub(xv, LoadTailA(d, mh + c_main, c_rest)), LoadTailA(d, ml + c_main, c_rest)),
+            LoadTailA(d, rs + c_main, c_rest));
+        StoreTailA(d, hn::Add(LoadTailA(d, sdy + c_main, c_rest), dyv), sdy + c_main, c_rest);
+        StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, sdyx + c_main, c_rest)), sdyx + c_main, c_rest);
+      }
+    }
+    return;
+  }
+  const int64_t s_main = S - S % L;
+  const size_t s_rest = size_t(S - s_main);
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      const T* HWY_RESTRICT xs = x + (n * C + c) * S;
+      const T* HWY_RESTRICT dys = dy + (n * C + c) * S;
+      const auto vmh = hn::Set(d, mh[c]), vml = hn::Set(d, ml[c]), vrs = hn::Set(d, rs[c]);
+      auto a_dy = hn::Zero(d), a_dyx = hn::Zero(d);
+      for (int64_t s = 0; s < s_main; s += L) {
+        const auto dyv = LoadAs(d, dys + s);
+        a_dy = hn::Add(a_dy, dyv);
+        a_dyx = hn::MulAdd(dyv, hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xs + s), vmh), vml), vrs), a_dyx);
+      }
+      if (s_rest) {
+        const auto dyv = Tail<D, T>(dys + s_main, s_rest).load(d);
+        const auto xv = Tail<D, T>(xs + s_main, s_rest).load(d);
+        a_dy = hn::Add(a_dy, dyv);
+        a_dyx = hn::MulAdd(dyv, hn::Mul(hn::Sub(hn::Sub(xv, vmh), vml), vrs), a_dyx);
+      }
+      sdy[c] += ReduceSum(d, a_dy);
+      sdyx[c] += ReduceSum(d, a_dyx);
+    }
+}
+
+// Samples [n0, n1): dx = dy * k1 + (xhat * k3 + k2), xhat = ((x - mh) - ml) * rs.
+template <typename T>
+void BatchNormBackwardDxRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, T* HWY_RESTRICT dx,
+                             int64_t n0, int64_t n1, int64_t C, int64_t S, const AccT<T>* HWY_RESTRICT mh,
+                             const AccT<T>* HWY_RESTRICT ml, const AccT<T>* HWY_RESTRICT rs,
+                             const AccT<T>* HWY_RESTRICT k1, const AccT<T>* HWY_RESTRICT k2,
+                             const AccT<T>* HWY_RESTRICT k3) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  auto dx_of = [&](hn::Vec<D> dyv, hn::Vec<D> xv, hn::Vec<D> vmh, hn::Vec<D> vml, hn::Vec<D> vrs,
+                   hn::Vec<D> vk1, hn::Vec<D> vk2, hn::Vec<D> vk3) {
+    const auto xhat = hn::Mul(hn::Sub(hn::Sub(xv, vmh), vml), vrs);
+    return hn::MulAdd(dyv, vk1, hn::MulAdd(xhat, vk3, vk2));  // term 1 + term 3 + term 2
+  };
+  if (S == 1) {
+    const int64_t c_main = C - C % L;
+    const size_t c_rest = size_t(C - c_main);
+    for (int64_t n = n0; n < n1; ++n) {
+      const T* HWY_RESTRICT xr = x + n * C;
+      const T* HWY_RESTRICT dyr = dy + n * C;
+      T* HWY_RESTRICT dxr = dx + n * C;
+      for (int64_t c = 0; c < c_main; c += L)
+        StoreAs(d,
+                dx_of(LoadAs(d, dyr + c), LoadAs(d, xr + c), hn::LoadU(d, mh + c), hn::LoadU(d, ml + c),
+                      hn::LoadU(d, rs + c), hn::LoadU(d, k1 + c), hn::LoadU(d, k2 + c), hn::LoadU(d, k3 + c)),
+                dxr + c);
+      if (c_rest) {
+        const size_t r = c_rest;
+        const int64_t c = c_main;
+        Tail<D, T> out(r);
+        out.store(d,
+                  dx_of(Tail<D, T>(dyr + c, r).load(d), Tail<D, T>(xr + c, r).load(d),
+                        LoadTailA(d, mh + c, r), LoadTailA(d, ml + c, r), LoadTailA(d, rs + c, r),
+                        LoadTailA(d, k1 + c, r), LoadTailA(d, k2 + c, r), LoadTailA(d, k3 + c, r)),
+                  dxr + c);
+      }
+    }
+    return;
+  }
+  const int64_t s_main = S - S % L;
+  const size_t s_rest = size_t(S - s_main);
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t off = (n * C + c) * S;
+      const auto vmh = hn::Set(d, mh[c]), vml = hn::Set(d, ml[c]), vrs = hn::Set(d, rs[c]);
+      const auto vk1 = hn::Set(d, k1[c]), vk2 = hn::Set(d, k2[c]), vk3 = hn::Set(d, k3[c]);
+      for (int64_t s = 0; s < s_main; s += L)
+        StoreAs(d, dx_of(LoadAs(d, dy + off + s), LoadAs(d, x + off + s), vmh, vml, vrs, vk1, vk2, vk3),
+                dx + off + s);
+      if (s_rest) {
+        Tail<D, T> out(s_rest);
+        out.store(d,
+                  dx_of(Tail<D, T>(dy + off + s_main, s_rest).load(d),
+                        Tail<D, T>(x + off + s_main, s_rest).load(d), vmh, vml, vrs, vk1, vk2, vk3),
+                  dx + off + s_main);
+      }
+    }
+}
+
+#define NG_BATCH_NORM_INSTANCES(NAME, T)                                                                  \
+  void BatchNormMoments##NAME(const T* x, int64_t n0, int64_t n1, int64_t C, int64_t S, double* mean,     \
+                              double* m2) {                                                               \
+    BatchNormMomentsChunk<T>(x, n0, n1, C, S, mean, m2);                                                  \
+  }                                                                                                       \
+  void BatchNormApply##NAME(const T* x, T* y, int64_t n0, int64_t n1, int64_t C, int64_t S,               \
+                            const AccT<T>* mh, const AccT<T>* ml, const AccT<T>* sc, const AccT<T>* b) {  \
+    BatchNormApplyRows<T>(x, y, n0, n1, C, S, mh, ml, sc, b);                                             \
+  }                                                                                                       \
+  void BatchNormBackwardSums##NAME(const T* dy, const T* x, int64_t n0, int64_t n1, int64_t C, int64_t S, \
+                                   const AccT<T>* mh, const AccT<T>* ml, const AccT<T>* rs, AccT<T>* sdy, \
+                                   AccT<T>* sdyx) {                                                       \
+    BatchNormBackwardSumsRows<T>(dy, x, n0, n1, C, S, mh, ml, rs, sdy, sdyx);                             \
+  }                                                                                                       \
+  void BatchNormBackwardDx##NAME(const T* dy, const T* x, T* dx, int64_t n0, int64_t n1, int64_t C,       \
+                                 int64_t S, const AccT<T>* mh, const AccT<T>* ml, const AccT<T>* rs,      \
+                                 const AccT<T>* k1, const AccT<T>* k2, const AccT<T>* k3) {               \
+    BatchNormBackwardDxRows<T>(dy, x, dx, n0, n1, C, S, mh, ml, rs, k1, k2, k3);                          \
+  }
+NG_BATCH_NORM_INSTANCES(F32, float)
+NG_BATCH_NORM_INSTANCES(F64, double)
+NG_BATCH_NORM_INSTANCES(F16, hwy::float16_t)
+NG_BATCH_NORM_INSTANCES(BF16, hwy::bfloat16_t)
+#undef NG_BATCH_NORM_INSTANCES
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "nn/norms/norm_dispatch.h"
+
+namespace ng::norms {
+
+HWY_EXPORT(BatchNormMomentsF32);
+HWY_EXPORT(BatchNormMomentsF64);
+HWY_EXPORT(BatchNormMomentsF16);
+HWY_EXPORT(BatchNormMomentsBF16);
+HWY_EXPORT(BatchNormApplyF32);
+HWY_EXPORT(BatchNormApplyF64);
+HWY_EXPORT(BatchNormApplyF16);
+HWY_EXPORT(BatchNormApplyBF16);
+HWY_EXPORT(BatchNormBackwardSumsF32);
+HWY_EXPORT(BatchNormBackwardSumsF64);
+HWY_EXPORT(BatchNormBackwardSumsF16);
+HWY_EXPORT(BatchNormBackwardSumsBF16);
+HWY_EXPORT(BatchNormBackwardDxF32);
+HWY_EXPORT(BatchNormBackwardDxF64);
+HWY_EXPORT(BatchNormBackwardDxF16);
+HWY_EXPORT(BatchNormBackwardDxBF16);
+
+namespace {
+
+// The f64 mean split into hi + lo in the compute type (lo = 0 for double).
+template <typename A>
+void split_mean(const double* mean, int64_t C, std::vector<A>& hi, std::vector<A>& lo) {
+  hi.resize(static_cast<size_t>(C));
+  lo.resize(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    hi[c] = A(mean[c]);
+    lo[c] = A(mean[c] - double(hi[c]));
+  }
+}
+
+}  // namespace
+
+NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight,
+                             const Tensor& bias, const Tensor& mean_in, const Tensor& var_in, double eps,
+                             Impl impl) {
+  NG_CHECK(x.is_contiguous(), "batch_norm_forward", "expected a contiguous x");
+  const DType acc = compute_dtype(x.dtype());
+  NormStats s;
+  s.y = empty(x.shape(), x.dtype());
+  s.mean = empty({C}, DType::f64);
+  s.var = empty({C}, DType::f64);
+  s.rstd = empty({C}, acc);
+  double* mean = s.mean.data<double>();
+  double* var = s.var.data<double>();
+  const double* pmean_in = mean_in.defined() ? mean_in.data<double>() : nullptr;
+  const double* pvar_in = var_in.defined() ? var_in.data<double>() : nullptr;
+  if (x.numel() == 0) return s;
+  dispatch_storage(x.dtype(), "batch_norm", [&]<typename T, typename A>() {
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* py = static_cast<T*>(s.y.raw_data());
+    const A* pw = weight.defined() ? weight.data<A>() : nullptr;
+    const A* pb = bias.defined() ? bias.data<A>() : nullptr;
+    A* prstd = s.rstd.data<A>();
+    if (impl == Impl::reference) {
+      batch_norm_forward_reference<T, A>(px, pw, pb, py, pmean_in, pvar_in, mean, var, prstd, N, C, S, eps);
+      return;
+    }
+    const RowChunks chunks = row_chunks(N, C * S);
+
+    // statistics: the given ones, or per-chunk moments merged in chunk order (Chan et al.)
+    if (pmean_in) {
+      std::copy(pmean_in, pmean_in + C, mean);
+      std::copy(pvar_in, pvar_in + C, var);
+    } else {
+      std::vector<double> cmean(size_t(chunks.count * C)), cm2(size_t(chunks.count * C));
+      parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t k = c0; k < c1; ++k) {
+          const int64_t n0 = k * chunks.grain, n1 = std::min(N, n0 + chunks.grain);
+          NG_NORM_SIMD_CALL(T, BatchNormMoments, hwy_ptr(px), n0, n1, C, S, cmean.data() + k * C,
+                            cm2.data() + k * C);
+        }
+      });
+      // Chan's merge, chunk after chunk; the chunk-only factors are hoisted out of the channel loop.
+      std::vector<double> mu(static_cast<size_t>(C), 0.0), m2(static_cast<size_t>(C), 0.0);
+      double count = 0;
+      for (int64_t k = 0; k < chunks.count; ++k) {
+        const double nb = double((std::min(N, (k + 1) * chunks.grain) - k * chunks.grain) * S);
+        const double total = count + nb;
+        const double frac = nb / total, corr = count * nb / total;
+        const double* mb = cmean.data() + k * C;
+        const double* m2b = cm2.data() + k * C;
+        for (int64_t c = 0; c < C; ++c) {
+          const double delta = mb[c] - mu[c];
+          mu[c] += delta * frac;
+          m2[c] += m2b[c] + delta * delta * corr;
+        }
+        count = total;
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        mean[c] = mu[c];
+        var[c] = m2[c] / count;
+      }
+    }
+
+    // output: per channel scale = rstd * w, y = ((x - mean_hi) - mean_lo) * scale + b
+    std::vector<A> hi, lo, scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+    split_mean(mean, C, hi, lo);
+    for (int64_t c = 0; c < C; ++c) {
+      const double rs = 1.0 / std::sqrt(var[c] + eps);
+      prstd[c] = A(rs);
+      scale[c] = A(rs * (pw ? double(pw[c]) : 1.0));
+      shift[c] = pb ? pb[c] : A(0);
+    }
+    parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C * S, 1)), [&](int64_t n0, int64_t n1) {
+      NG_NORM_SIMD_CALL(T, BatchNormApply, hwy_ptr(px), hwy_ptr(py), n0, n1, C, S, hi.data(), lo.data(),
+                        scale.data(), shift.data());
+    });
+  });
+  return s;
+}
+
+NormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                              const Tensor& weight, int64_t N, int64_t C, int64_t S, bool batch_stats,
+                              bool need_dx, bool need_dweight, bool need_dbias, Impl impl) {
+  NG_CHECK(x.is_contiguous() && dy.is_contiguous(), "batch_norm_backward", "expected contiguous x and dy");
+  NG_CHECK(dy.dtype() == x.dtype() && dy.shape() == x.shape(), "batch_norm_backward", "dy ",
+           shape_str(dy.shape()), " ", dtype_name(dy.dtype()), " does not match x ", shape_str(x.shape()),
+           " ", dtype_name(x.dtype()));
+  const DType acc = compute_dtype(x.dtype());
+  NormGrads gr;
+  if (need_dx) gr.dx = empty(x.shape(), x.dtype());
+  if (need_dweight) gr.dweight = zeros({C}, acc);
+  if (need_dbias) gr.dbias = zeros({C}, acc);
+  if (x.numel() == 0) return gr;
+  const double M = double(N * S);
+  dispatch_storage(x.dtype(), "batch_norm", [&]<typename T, typename A>() {
+    const T* pdy = static_cast<const T*>(dy.raw_data());
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* pdx = need_dx ? static_cast<T*>(gr.dx.raw_data()) : nullptr;
+    A* pdw = need_dweight ? gr.dweight.data<A>() : nullptr;
+    A* pdb = need_dbias ? gr.dbias.data<A>() : nullptr;
+    const A* pw = weight.defined() ? weight.data<A>() : nullptr;
+    const A* prs = rstd.data<A>();
+    if (impl == Impl::reference) {
+      batch_norm_backward_reference<T, A>(pdy, px, pw, mean.data<double>(), prs, pdx, pdw, pdb, N, C, S,
+                                          batch_stats);
+      return;
+    }
+    std::vector<A> hi, lo;
+    split_mean(mean.data<double>(), C, hi, lo);
+
+    // 1. per-channel sums (needed for dweight, dbias, and the training dx), fixed chunks, ordered reduction
+    const bool need_sums = need_dweight || need_dbias || (need_dx && batch_stats);
+    std::vector<A> sdy(static_cast<size_t>(C), A(0)), sdyx(static_cast<size_t>(C), A(0));
+    if (need_sums) {
+      const RowChunks chunks = row_chunks(N, C * S);
+      std::vector<A> part_dy(size_t(chunks.count * C), A(0)), part_dyx(size_t(chunks.count * C), A(0));
+      parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t k = c0; k < c1; ++k) {
+          const int64_t n0 = k * chunks.grain, n1 = std::min(N, n0 + chunks.grain);
+          NG_NORM_SIMD_CALL(T, BatchNormBackwardSums, hwy_ptr(pdy), hwy_ptr(px), n0, n1, C, S, hi.data(),
+                            lo.data(), prs, part_dy.data() + k * C, part_dyx.data() + k * C);
+        }
+      });
+      reduce_partials(part_dy, chunks.count, C, sdy.data());
+      reduce_partials(part_dyx, chunks.count, C, sdyx.data());
+      if (pdw) std::copy(sdyx.begin(), sdyx.end(), pdw);
+      if (pdb) std::copy(sdy.begin(), sdy.end(), pdb);
+    }
+    if (!pdx) return;
+
+    // 2. dx = dy * k1 + xhat * k3 + k2
+    std::vector<A> k1(static_cast<size_t>(C)), k2(static_cast<size_t>(C)), k3(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      const A rw = prs[c] * (pw ? pw[c] : A(1));
+      k1[c] = rw;                                            // term 1
+      k2[c] = batch_stats ? A(-rw * sdy[c] / A(M)) : A(0);   // term 2: through the mean
+      k3[c] = batch_stats ? A(-rw * sdyx[c] / A(M)) : A(0);  // term 3: through the variance
+    }
+    parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C * S, 1)), [&](int64_t n0, int64_t n1) {
+      NG_NORM_SIMD_CALL(T, BatchNormBackwardDx, hwy_ptr(pdy), hwy_ptr(px), hwy_ptr(pdx), n0, n1, C, S,
+                        hi.data(), lo.data(), prs, k1.data(), k2.data(), k3.data());
+    });
+  });
+  return gr;
+}
+
+// running = (1 - factor) * running + factor * batch, in place (no autograd), in double, stored in running's
+// dtype.
+static void blend_into(Tensor& running, const std::vector<double>& batch, double factor) {
+  std::vector<double> old = running.to_vector<double>();
+  for (size_t c = 0; c < old.size(); ++c) old[c] = (1.0 - factor) * old[c] + factor * batch[c];
+  running.copy_(from_vector(old, running.shape(), DType::f64));
+}
+
+void update_running_stats_per_instance(const Tensor& x, Tensor& running_mean, Tensor& running_var,
+                                       double factor, const char* op) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.numel() / std::max<int64_t>(N * C, 1);
+  NG_CHECK(S > 1, op, "expected more than 1 spatial element per channel when training, got input of shape ",
+           shape_str(x.shape()));
+  std::vector<double> v = x.to_vector<double>(), mean_avg(static_cast<size_t>(C), 0.0),
+                      var_avg(static_cast<size_t>(C), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      const double* p = v.data() + (n * C + c) * S;
+      double shift, d, var;
+      norm_math::centered_moments<double>([&](int64_t i) { return p[i]; }, S, shift, d, var);
+      mean_avg[c] += (shift + d) / double(N);
+      var_avg[c] += var * double(S) / double(S - 1) / double(N);  // unbiased, as PyTorch
+    }
+  blend_into(running_mean, mean_avg, factor);
+  blend_into(running_var, var_avg, factor);
+}
+
+}  // namespace ng::norms
+
+// ---- 5. The autograd op -----------------------------------------------------------------------------------
+namespace ng::F {
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, std::optional<double> momentum,
+                  double eps, const Tensor& num_batches_tracked) {
+  const char* op = "batch_norm";
+  norms::check_float_input(x, op);
+  norms::check_eps(eps, op);
+  NG_CHECK(x.dim() >= 2, op, "expected x of shape (N, C) or (N, C, *), got a ", x.dim(), "-D tensor ",
+           shape_str(x.shape()));
+  const int64_t N = x.size(0), C = x.size(1);
+  const int64_t S = N * C > 0 ? x.numel() / (N * C) : 0;
+  const Shape cshape{C};
+  norms::check_affine(weight, "weight", cshape, x, "the channel dimension", op);
+  norms::check_affine(bias, "bias", cshape, x, "the channel dimension", op);
+  norms::check_affine(running_mean, "running_mean", cshape, x, "the channel dimension", op);
+  norms::check_affine(running_var, "running_var", cshape, x, "the channel dimension", op);
+  NG_CHECK(running_mean.defined() == running_var.defined(), op,
+           "expected both running_mean and running_var, or neither");
+  NG_CHECK(training || running_mean.defined(), op,
+           "eval mode (training = false) normalizes with running_mean and running_var, but none were given");
+  const int64_t M = N * S;
+  NG_CHECK(!training || M > 1, op,
+           "expected more than 1 value per channel when training, got input of shape ", shape_str(x.shape()),
+           " (", M, " value(s) per channel)");
+
+  // x: (N, C, S) once contiguous; weight, bias: (C) in the compute dtype; statistics in f64.
+  const DType acc = compute_dtype(x.dtype());
+  Tensor xc = x.detach().contiguous();
+  Tensor wc = norms::contiguous_as(weight, acc);
+  Tensor bc = norms::contiguous_as(bias, acc);
+  Tensor mean_in, var_in;
+  if (!training) {
+    mean_in = norms::contiguous_as(running_mean, DType::f64);
+    var_in = norms::contiguous_as(running_var, DType::f64);
+  }
+  norms::NormStats fwd = norms::batch_norm_forward(xc, N, C, S, wc, bc, mean_in, var_in, eps);
+  Tensor y = fwd.y;
+
+  if (training && running_mean.defined()) {
+    double factor;
+    if (momentum) {
+      factor = *momentum;
+    } else {
+      NG_CHECK(num_batches_tracked.defined() && num_batches_tracked.item() >= 1, op,
+               "momentum = none (cumulative average) needs num_batches_tracked >= 1 (counting this batch)");
+      factor = 1.0 / num_batches_tracked.item();
+    }
+    std::vector<double> bmean = fwd.mean.to_vector<double>(), bvar = fwd.var.to_vector<double>();
+    for (double& v : bvar) v *= double(M) / double(M - 1);  // unbiased (Bessel) for the running estimate
+    Tensor rm = running_mean, rv = running_var;
+    norms::blend_into(rm, bmean, factor);
+    norms::blend_into(rv, bvar, factor);
+  }
+
+  if (needs_grad({x, weight, bias})) {
+    const bool need_dx = x.requires_grad();
+    const bool need_dw = weight.defined() && weight.requires_grad();
+    const bool need_db = bias.defined() && bias.requires_grad();
+    const DType x_dtype = x.dtype();
+    const DType w_dtype = weight.defined() ? weight.dtype() : acc;
+    const DType b_dtype = bias.defined() ? bias.dtype() : acc;
+    SavedTensor sx(xc, op), sw(wc, op), smean(fwd.mean, op), srstd(fwd.rstd, op);
+    attach(y, "BatchNormBackward", {x, weight, bias}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor dy = dout.to(x_dtype).contiguous();
+      norms::NormGrads g =
+          norms::batch_norm_backward(dy, sx.unpack(), smean.unpack(), srstd.unpack(), sw.unpack(), N, C, S,
+                                     training, need_dx, need_dw, need_db);
+      return {g.dx, norms::grad_like(g.dweight, w_dtype, cshape), norms::grad_like(g.dbias, b_dtype, cshape)};
+    });
+  }
+  return y;
+}
+
+}  // namespace ng::F
+
+// ---- 6. The modules ---------------------------------------------------------------------------------------
+namespace ng::nn {
+
+BatchNorm::BatchNorm(int64_t num_features_in, double eps_in, std::optional<double> momentum_in,
+                     bool affine_in, bool track, const char* name)
+    : num_features(num_features_in),
+      eps(eps_in),
+      momentum(momentum_in),
+      affine(affine_in),
+      track_running_stats(track),
+      name_(name) {
+  NG_CHECK(num_features > 0, name, "expected num_features > 0, got ", num_features);
+  norms::check_eps(eps, name);
+  if (affine) {
+    weight = register_parameter("weight", ones({num_features}));
+    bias = register_parameter("bias", zeros({num_features}));
+  }
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({num_features}));
+    running_var = register_buffer("running_var", ones({num_features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::i64));
+  }
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  check_input(x);
+  NG_CHECK(x.size(1) == num_features, name_, "expected ", num_features, " channels (dim 1), got x ",
+           shape_str(x.shape()));
+  // As PyTorch: batch statistics in training, or whenever there are no running statistics.
+  const bool use_batch_stats = is_training() || !track_running_stats;
+  std::optional<double> factor = momentum;
+  if (is_training() && track_running_stats) {
+    num_batches_tracked.fill_(num_batches_tracked.item() + 1);
+    if (!momentum) factor = 1.0 / num_batches_tracked.item();  // cumulative average
+  }
+  const bool pass_running = track_running_stats && (is_training() || !use_batch_stats);
+  return F::batch_norm(x, pass_running ? running_mean : Tensor(), pass_running ? running_var : Tensor(),
+                       weight, bias, use_batch_stats, factor.value_or(0.0), eps);
+}
+
+void BatchNorm1d::check_input(const Tensor& x) const {
+  NG_CHECK(x.dim() == 2 || x.dim() == 3, name_, "expected a 2-D (N, C) or 3-D (N, C, L) input, got ", x.dim(),
+           "-D ", shape_str(x.shape()));
+}
+
+void BatchNorm2d::check_input(const Tensor& x) const {
+  NG_CHECK(x.dim() == 4, name_, "expected a 4-D (N, C, H, W) input, got ", x.dim(), "-D ",
+           shape_str(x.shape()));
+}
+
+}  // namespace ng::nn
+#endif  // HWY_ONCE

@@ -1,0 +1,499 @@
+// GroupNorm (Wu, He 2018), and InstanceNorm (Ulyanov et al. 2016) as its G = C case.
+//
+// ---- 1. The formula ---------------------------------------------------------------------------------------
+//
+//   x: (N, C, S)  -- S = the product of the spatial dims (1 for a plain (N, C) input)
+//   G groups of C/G consecutive channels. One "row" is one sample's group: the C/G * S values
+//   x[n, g*C/G : (g+1)*C/G, :], contiguous in memory. So rows = N * G, row length m = (C/G) * S.
+//
+//   mean_ng = (1/m) sum over the row of x
+//   var_ng  = (1/m) sum over the row of (x - mean_ng)^2          (biased)
+//   rstd_ng = 1 / sqrt(var_ng + eps)
+//   y[n, c, s] = (x[n, c, s] - mean_ng) * rstd_ng * weight_c + bias_c       (g = c / (C/G))
+//
+// So GroupNorm is LayerNorm over each (sample, group), except that weight and bias are per CHANNEL, not per
+// element of the row. G = 1 normalizes each sample over everything (LayerNorm over (C, S) with per-channel
+// affine); G = C is InstanceNorm: each (sample, channel) over its positions. Like LayerNorm it never looks
+// across samples, so it works with a batch of 2 (detection models) where BatchNorm's statistics are noise.
+//
+// Saved for backward: mean and rstd per row.
+//
+// Layout of this file: 1. formula  2. scalar reference loop  3. fast Highway + OpenMP kernel  4. backward:
+// derivation, reference, fast kernel  5. the autograd op F::group_norm  6. nn::GroupNorm, nn::InstanceNorm.
+// Walk-through: docs/norms/group_norm.md.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "nn/norms/group_norm.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "nn/norms/norm_simd-inl.h"
+
+#include "autograd/function.h"
+#include "nn/norms/batch_norm.h"
+#include "nn/norms/group_norm.h"
+#include "nn/norms/norm_math.h"
+
+#if HWY_ONCE
+namespace ng::norms {
+
+// ---- 2. The scalar reference loop -------------------------------------------------------------------------
+// x, y: (N, C, S) contiguous; w, b: (C) or null; mean, rstd: (N * G).
+template <typename T, typename A>
+void group_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t N,
+                                  int64_t C, int64_t S, int64_t G, A eps) {
+  const int64_t cpg = C / G, m = cpg * S;
+  for (int64_t r = 0; r < N * G; ++r) {
+    const T* xr = x + r * m;
+    auto get = [&](int64_t i) { return load_acc<A>(xr[i]); };
+    A shift, d, var;
+    norm_math::centered_moments<A>(get, m, shift, d, var);
+    const A rs = norm_math::rstd_from_var(var, eps);
+    mean[r] = shift + d;
+    rstd[r] = rs;
+    const int64_t g = r % G;
+    for (int64_t k = 0; k < cpg; ++k) {
+      const int64_t c = g * cpg + k;
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t i = k * S + s;
+        const A xhat = ((get(i) - shift) - d) * rs;
+        y[r * m + i] = store_acc<T>(xhat * (w ? w[c] : A(1)) + (b ? b[c] : A(0)));
+      }
+    }
+  }
+}
+
+}  // namespace ng::norms
+#endif  // HWY_ONCE
+
+// ---- 3. The fast kernel -----------------------------------------------------------------------------------
+// Per row: pass 1 and 2 are LayerNorm's (shifted centred two-pass over the m contiguous values). Pass 3 walks
+// the row channel by channel and folds everything per channel into one scale and one shift:
+//   sc_c = rstd * w_c,  tc_c = b_c - d * sc_c,   y = fma(x - K, sc_c, tc_c)
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+
+template <typename T>
+void GroupNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                          const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
+                          AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t C, int64_t S, int64_t G,
+                          double eps) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t cpg = C / G, m = cpg * S;
+  const int64_t m_main = m - m % L;
+  const size_t m_rest = size_t(m - m_main);
+  const auto m_mask = hn::FirstN(d, m_rest);
+  const int64_t s_main = S - S % L;
+  const size_t s_rest = size_t(S - s_main);
+
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* HWY_RESTRICT xr = x + r * m;
+    T* HWY_RESTRICT yr = y + r * m;
+    const Tail<D, T> x_tail(xr + m_main, m_rest);
+
+    // pass 1: sum of (x - K)
+    const A K = hn::GetLane(Tail<D, T>(xr, 1).load(d));
+    const auto vK = hn::Set(d, K);
+    auto sum = Accumulate4(d, xr, m_main,
+                           [&](hn::Vec<D> acc, hn::Vec<D> v) { return hn::Add(acc, hn::Sub(v, vK)); });
+    if (m_rest) sum = hn::Add(sum, hn::IfThenElseZero(m_mask, hn::Sub(x_tail.load(d), vK)));
+    const A dmean = ReduceSum(d, sum) / A(m);
+
+    // pass 2: sum of ((x - K) - d)^2
+    const auto vd = hn::Set(d, dmean);
+    auto m2 = Accumulate4(d, xr, m_main, [&](hn::Vec<D> acc, hn::Vec<D> v) {
+      const auto c = hn::Sub(hn::Sub(v, vK), vd);
+      return hn::MulAdd(c, c, acc);
+    });
+    if (m_rest) {
+      const auto c = hn::IfThenElseZero(m_mask, hn::Sub(hn::Sub(x_tail.load(d), vK), vd));
+      m2 = hn::MulAdd(c, c, m2);
+    }
+    const A rs = A(1) / std::sqrt(ReduceSum(d, m2) / A(m) + A(eps));
+    mean[r] = K + dmean;
+    rstd[r] = rs;
+
+    // pass 3: channel by channel
+    const int64_t g = r % G;
+    for (int64_t k = 0; k < cpg; ++k) {
+      const int64_t c = g * cpg + k;
+      const A sc = rs * w[c];
+      const auto vsc = hn::Set(d, sc);
+      const auto vtc = hn::Set(d, b[c] - dmean * sc);
+      const T* HWY_RESTRICT xs = xr + k * S;
+      T* HWY_RESTRICT ys = yr + k * S;
+      for (int64_t s = 0; s < s_main; s += L)
+        StoreAs(d, hn::MulAdd(hn::Sub(LoadAs(d, xs + s), vK), vsc, vtc), ys + s);
+      if (s_rest) {
+        const Tail<D, T> xt(xs + s_main, s_rest);
+        Tail<D, T> yt(s_rest);
+        yt.store(d, hn::MulAdd(hn::Sub(xt.load(d), vK), vsc, vtc), ys + s_main);
+      }
+    }
+  }
+}
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ng::norms {
+
+// ---- 4. The backward --------------------------------------------------------------------------------------
+//
+// Within one row (n, g) this is LayerNorm's backward with m values, except that the weight multiplying xhat
+// belongs to the channel: g_i = dy_i * w_c(i). Same steps (see layer_norm.cpp for each one):
+//   dmean/dx_j = 1/m,  dvar/dx_j = (2/m)(x_j - mean),  dxhat_i/dx_j = rstd (delta_ij - 1/m - xhat_i xhat_j /
+//   m)
+//
+//   dx_j = rstd * ( g_j  -  mean_g  -  xhat_j * mean_gx )        mean over the row's m values
+//          term 1: direct   term 2: through the mean   term 3: through the variance
+//
+// weight and bias are per channel, so their gradients sum over samples and positions:
+//   dweight_c = sum_n sum_s dy * xhat          dbias_c = sum_n sum_s dy
+//
+// Exact code (norm_math::centered_norm_dx), computed per channel segment with the channel's weight:
+//   dx = dy * (rstd * w_c)  +  (-rstd * mean_g)  +  xhat * (-rstd * mean_gx)
+//        term 1                term 2               term 3
+
+// Reference. dy, x, dx: (N, C, S); w: (C) or null; mean, rstd: (N * G); dw, db: (C) or null.
+template <typename T, typename A>
+void group_norm_backward_reference(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx,
+                                   A* dw, A* db, int64_t N, int64_t C, int64_t S, int64_t G) {
+  const int64_t cpg = C / G, m = cpg * S;
+  if (dw) std::fill(dw, dw + C, A(0));
+  if (db) std::fill(db, db + C, A(0));
+  for (int64_t r = 0; r < N * G; ++r) {
+    const int64_t g = r % G;
+    const A mu = mean[r], rs = rstd[r];
+    auto channel = [&](int64_t i) { return g * cpg + i / S; };
+    auto xhat = [&](int64_t i) { return (load_acc<A>(x[r * m + i]) - mu) * rs; };
+    auto dyv = [&](int64_t i) { return load_acc<A>(dy[r * m + i]); };
+    auto gv = [&](int64_t i) { return dyv(i) * (w ? w[channel(i)] : A(1)); };
+
+    A sum_g = 0, sum_gx = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      sum_g += gv(i);
+      sum_gx += gv(i) * xhat(i);
+      if (dw) dw[channel(i)] += dyv(i) * xhat(i);
+      if (db) db[channel(i)] += dyv(i);
+    }
+    if (!dx) continue;
+    const A mean_g = sum_g / A(m), mean_gx = sum_gx / A(m);
+    for (int64_t i = 0; i < m; ++i)
+      dx[r * m + i] = store_acc<T>(norm_math::centered_norm_dx(gv(i), xhat(i), rs, mean_g, mean_gx));
+  }
+}
+
+}  // namespace ng::norms
+#endif  // HWY_ONCE
+
+// The fast backward, per row, channel segment by channel segment:
+//   pass 1: per channel sdy = sum dy, sdyx = sum dy * xhat (vector accumulators);
+//           sum_g += w_c sdy, sum_gx += w_c sdyx; this chunk's partial dweight_c += sdyx, dbias_c += sdy
+//   pass 2: dx = fma(dy, rstd * w_c, fma(xhat, k3, k2))
+HWY_BEFORE_NAMESPACE();
+namespace ng::norms::HWY_NAMESPACE {
+
+template <typename T>
+void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                           const AccT<T>* HWY_RESTRICT mean, const AccT<T>* HWY_RESTRICT rstd,
+                           T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part, AccT<T>* HWY_RESTRICT db_part,
+                           int64_t r0, int64_t r1, int64_t C, int64_t S, int64_t G) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t cpg = C / G, m = cpg * S;
+  const int64_t s_main = S - S % L;
+  const size_t s_rest = size_t(S - s_main);
+
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t g = r % G;
+    const A rs = rstd[r];
+    const auto vmu = hn::Set(d, mean[r]);
+    const auto vrs = hn::Set(d, rs);
+
+    // pass 1
+    A sum_g = 0, sum_gx = 0;
+    for (int64_t k = 0; k < cpg; ++k) {
+      const int64_t c = g * cpg + k;
+      const T* HWY_RESTRICT xs = x + r * m + k * S;
+      const T* HWY_RESTRICT dys = dy + r * m + k * S;
+      auto sdy = hn::Zero(d), sdyx = hn::Zero(d);
+      for (int64_t s = 0; s < s_main; s += L) {
+        const auto dyv = LoadAs(d, dys + s);
+        sdy = hn::Add(sdy, dyv);
+        sdyx = hn::MulAdd(dyv, hn::Mul(hn::Sub(LoadAs(d, xs + s), vmu), vrs), sdyx);
+      }
+      if (s_rest) {  // zero-padded tails: dy = 0 there
+        const auto dyv = Tail<D, T>(dys + s_main, s_rest).load(d);
+        sdy = hn::Add(sdy, dyv);
+        sdyx = hn::MulAdd(dyv, hn::Mul(hn::Sub(Tail<D, T>(xs + s_main, s_rest).load(d), vmu), vrs), sdyx);
+      }
+      const A seg_dy = ReduceSum(d, sdy), seg_dyx = ReduceSum(d, sdyx);
+      sum_g += w[c] * seg_dy;
+      sum_gx += w[c] * seg_dyx;
+      if (dw_part) dw_part[c] += seg_dyx;
+      if (db_part) db_part[c] += seg_dy;
+    }
+    if (!dx) continue;
+
+    // pass 2
+    const auto k2 = hn::Set(d, -rs * sum_g / A(m));   // term 2
+    const auto k3 = hn::Set(d, -rs * sum_gx / A(m));  // term 3 = xhat * k3
+    for (int64_t k = 0; k < cpg; ++k) {
+      const int64_t c = g * cpg + k;
+      const auto k1 = hn::Set(d, rs * w[c]);  // term 1 = dy * k1
+      const T* HWY_RESTRICT xs = x + r * m + k * S;
+      const T* HWY_RESTRICT dys = dy + r * m + k * S;
+      T* HWY_RESTRICT dxs = dx + r * m + k * S;
+      auto dx_of = [&](hn::Vec<D> xv, hn::Vec<D> dyv) {
+        const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
+        return hn::MulAdd(dyv, k1, hn::MulAdd(xhat, k3, k2));
+      };
+      for (int64_t s = 0; s < s_main; s += L)
+        StoreAs(d, dx_of(LoadAs(d, xs + s), LoadAs(d, dys + s)), dxs + s);
+      if (s_rest) {
+        Tail<D, T> out(s_rest);
+        out.store(d, dx_of(Tail<D, T>(xs + s_main, s_rest).load(d), Tail<D, T>(dys + s_main, s_rest).load(d)),
+                  dxs + s_main);
+      }
+    }
+  }
+}
+
+#define NG_GROUP_NORM_INSTANCES(NAME, T)                                                                     \
+  void GroupNormForward##NAME(const T* x, const AccT<T>* w, const AccT<T>* b, T* y, AccT<T>* mean,           \
+                              AccT<T>* rstd, int64_t r0, int64_t r1, int64_t C, int64_t S, int64_t G,        \
+                              double eps) {                                                                  \
+    GroupNormForwardRows<T>(x, w, b, y, mean, rstd, r0, r1, C, S, G, eps);                                   \
+  }                                                                                                          \
+  void GroupNormBackward##NAME(const T* dy, const T* x, const AccT<T>* w, const AccT<T>* mean,               \
+                               const AccT<T>* rstd, T* dx, AccT<T>* dw, AccT<T>* db, int64_t r0, int64_t r1, \
+                               int64_t C, int64_t S, int64_t G) {                                            \
+    GroupNormBackwardRows<T>(dy, x, w, mean, rstd, dx, dw, db, r0, r1, C, S, G);                             \
+  }
+NG_GROUP_NORM_INSTANCES(F32, float)
+NG_GROUP_NORM_INSTANCES(F64, double)
+NG_GROUP_NORM_INSTANCES(F16, hwy::float16_t)
+NG_GROUP_NORM_INSTANCES(BF16, hwy::bfloat16_t)
+#undef NG_GROUP_NORM_INSTANCES
+
+}  // namespace ng::norms::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "nn/norms/norm_dispatch.h"
+
+namespace ng::norms {
+
+HWY_EXPORT(GroupNormForwardF32);
+HWY_EXPORT(GroupNormForwardF64);
+HWY_EXPORT(GroupNormForwardF16);
+HWY_EXPORT(GroupNormForwardBF16);
+HWY_EXPORT(GroupNormBackwardF32);
+HWY_EXPORT(GroupNormBackwardF64);
+HWY_EXPORT(GroupNormBackwardF16);
+HWY_EXPORT(GroupNormBackwardBF16);
+
+NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, int64_t G,
+                             const Tensor& weight, const Tensor& bias, double eps, Impl impl) {
+  NG_CHECK(x.is_contiguous(), "group_norm_forward", "expected a contiguous x");
+  const DType acc = compute_dtype(x.dtype());
+  const int64_t rows = N * G, m = (C / G) * S;
+  NormStats s;
+  s.y = empty(x.shape(), x.dtype());
+  s.mean = empty({rows}, acc);
+  s.rstd = empty({rows}, acc);
+  if (x.numel() == 0) return s;
+  dispatch_storage(x.dtype(), "group_norm", [&]<typename T, typename A>() {
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* py = static_cast<T*>(s.y.raw_data());
+    const A* pw = weight.defined() ? weight.data<A>() : nullptr;
+    const A* pb = bias.defined() ? bias.data<A>() : nullptr;
+    A* pmean = s.mean.data<A>();
+    A* prstd = s.rstd.data<A>();
+    if (impl == Impl::reference) {
+      group_norm_forward_reference<T, A>(px, pw, pb, py, pmean, prstd, N, C, S, G, A(eps));
+      return;
+    }
+    std::vector<A> ones, zeros;
+    if (!pw) ones.assign(size_t(C), A(1)), pw = ones.data();
+    if (!pb) zeros.assign(size_t(C), A(0)), pb = zeros.data();
+    const int64_t grain = std::max<int64_t>(1, 16384 / m);
+    parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+      NG_NORM_SIMD_CALL(T, GroupNormForward, hwy_ptr(px), pw, pb, hwy_ptr(py), pmean, prstd, r0, r1, C, S, G,
+                        eps);
+    });
+  });
+  return s;
+}
+
+NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                              const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G, bool need_dx,
+                              bool need_dweight, bool need_dbias, Impl impl) {
+  NG_CHECK(x.is_contiguous() && dy.is_contiguous(), "group_norm_backward", "expected contiguous x and dy");
+  NG_CHECK(dy.dtype() == x.dtype() && dy.shape() == x.shape(), "group_norm_backward", "dy ",
+           shape_str(dy.shape()), " ", dtype_name(dy.dtype()), " does not match x ", shape_str(x.shape()),
+           " ", dtype_name(x.dtype()));
+  const DType acc = compute_dtype(x.dtype());
+  const int64_t rows = N * G, m = (C / G) * S;
+  NormGrads gr;
+  if (need_dx) gr.dx = empty(x.shape(), x.dtype());
+  if (need_dweight) gr.dweight = zeros({C}, acc);
+  if (need_dbias) gr.dbias = zeros({C}, acc);
+  if (x.numel() == 0) return gr;
+  dispatch_storage(x.dtype(), "group_norm", [&]<typename T, typename A>() {
+    const T* pdy = static_cast<const T*>(dy.raw_data());
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* pdx = need_dx ? static_cast<T*>(gr.dx.raw_data()) : nullptr;
+    A* pdw = need_dweight ? gr.dweight.data<A>() : nullptr;
+    A* pdb = need_dbias ? gr.dbias.data<A>() : nullptr;
+    const A* pw = weight.defined() ? weight.data<A>() : nullptr;
+    if (impl == Impl::reference) {
+      group_norm_backward_reference<T, A>(pdy, px, pw, mean.data<A>(), rstd.data<A>(), pdx, pdw, pdb, N, C, S,
+                                          G);
+      return;
+    }
+    std::vector<A> ones;
+    if (!pw) ones.assign(size_t(C), A(1)), pw = ones.data();
+    // Fixed row chunks, each with its own (C) partials for dweight and dbias, summed in chunk order.
+    const RowChunks chunks = row_chunks(rows, m);
+    std::vector<A> dw_part(pdw ? size_t(chunks.count * C) : 0, A(0));
+    std::vector<A> db_part(pdb ? size_t(chunks.count * C) : 0, A(0));
+    parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
+        NG_NORM_SIMD_CALL(T, GroupNormBackward, hwy_ptr(pdy), hwy_ptr(px), pw, mean.data<A>(), rstd.data<A>(),
+                          hwy_ptr(pdx), pdw ? dw_part.data() + c * C : nullptr,
+                          pdb ? db_part.data() + c * C : nullptr, r0, r1, C, S, G);
+      }
+    });
+    if (pdw) reduce_partials(dw_part, chunks.count, C, pdw);
+    if (pdb) reduce_partials(db_part, chunks.count, C, pdb);
+  });
+  return gr;
+}
+
+}  // namespace ng::norms
+
+// ---- 5. The autograd op -----------------------------------------------------------------------------------
+namespace ng::F {
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "group_norm";
+  norms::check_float_input(x, op);
+  norms::check_eps(eps, op);
+  NG_CHECK(x.dim() >= 2, op, "expected x of shape (N, C, *) with at least 2 dimensions, got ",
+           shape_str(x.shape()));
+  const int64_t N = x.size(0), C = x.size(1);
+  const int64_t S = C > 0 && N > 0 ? x.numel() / (N * C) : 0;
+  const int64_t G = num_groups;
+  NG_CHECK(G > 0, op, "expected num_groups > 0, got ", G);
+  NG_CHECK(C % G == 0, op, "expected the number of channels C = ", C, " to be divisible by num_groups = ", G,
+           ", got x ", shape_str(x.shape()));
+  norms::check_affine(weight, "weight", Shape{C}, x, "the channel dimension", op);
+  norms::check_affine(bias, "bias", Shape{C}, x, "the channel dimension", op);
+
+  // x: (N, C, S) once contiguous; weight, bias: (C) in the compute dtype.
+  const DType acc = compute_dtype(x.dtype());
+  Tensor xc = x.detach().contiguous();
+  Tensor wc = norms::contiguous_as(weight, acc);
+  Tensor bc = norms::contiguous_as(bias, acc);
+  norms::NormStats fwd = norms::group_norm_forward(xc, N, C, S, G, wc, bc, eps);
+  Tensor y = fwd.y;
+
+  if (needs_grad({x, weight, bias})) {
+    const bool need_dx = x.requires_grad();
+    const bool need_dw = weight.defined() && weight.requires_grad();
+    const bool need_db = bias.defined() && bias.requires_grad();
+    const DType x_dtype = x.dtype();
+    const DType w_dtype = weight.defined() ? weight.dtype() : acc;
+    const DType b_dtype = bias.defined() ? bias.dtype() : acc;
+    SavedTensor sx(xc, op), sw(wc, op), smean(fwd.mean, op), srstd(fwd.rstd, op);
+    attach(y, "GroupNormBackward", {x, weight, bias}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor dy = dout.to(x_dtype).contiguous();
+      norms::NormGrads g = norms::group_norm_backward(dy, sx.unpack(), smean.unpack(), srstd.unpack(),
+                                                      sw.unpack(), N, C, S, G, need_dx, need_dw, need_db);
+      return {g.dx, norms::grad_like(g.dweight, w_dtype, Shape{C}),
+              norms::grad_like(g.dbias, b_dtype, Shape{C})};
+    });
+  }
+  return y;
+}
+
+}  // namespace ng::F
+
+// ---- 6. The modules ---------------------------------------------------------------------------------------
+namespace ng::nn {
+
+GroupNorm::GroupNorm(int64_t num_groups_in, int64_t num_channels_in, double eps_in, bool affine)
+    : num_groups(num_groups_in), num_channels(num_channels_in), eps(eps_in) {
+  NG_CHECK(num_groups > 0 && num_channels > 0, "GroupNorm",
+           "expected positive num_groups and num_channels, got ", num_groups, " and ", num_channels);
+  NG_CHECK(num_channels % num_groups == 0, "GroupNorm", "expected num_channels = ", num_channels,
+           " to be divisible by num_groups = ", num_groups);
+  norms::check_eps(eps, "GroupNorm");
+  if (affine) {
+    weight = register_parameter("weight", ones({num_channels}));
+    bias = register_parameter("bias", zeros({num_channels}));
+  }
+}
+
+Tensor GroupNorm::forward(const Tensor& x) {
+  NG_CHECK(x.dim() >= 2 && x.size(1) == num_channels, "GroupNorm", "expected x of shape (N, ", num_channels,
+           ", *), got ", shape_str(x.shape()));
+  return F::group_norm(x, num_groups, weight, bias, eps);
+}
+
+InstanceNorm::InstanceNorm(int64_t num_features_in, double eps_in, std::optional<double> momentum_in,
+                           bool affine_in, bool track, int64_t spatial_dims, const char* name)
+    : num_features(num_features_in),
+      eps(eps_in),
+      momentum(momentum_in),
+      affine(affine_in),
+      track_running_stats(track),
+      spatial_dims_(spatial_dims),
+      name_(name) {
+  NG_CHECK(num_features > 0, name, "expected num_features > 0, got ", num_features);
+  norms::check_eps(eps, name);
+  if (affine) {
+    weight = register_parameter("weight", ones({num_features}));
+    bias = register_parameter("bias", zeros({num_features}));
+  }
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({num_features}));
+    running_var = register_buffer("running_var", ones({num_features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::i64));
+  }
+}
+
+Tensor InstanceNorm::forward(const Tensor& x_in) {
+  // (N, C, *spatial) or unbatched (C, *spatial).
+  const int64_t batched = spatial_dims_ + 2, unbatched = spatial_dims_ + 1;
+  NG_CHECK(x_in.dim() == batched || x_in.dim() == unbatched, name_, "expected a ", unbatched, "-D or ",
+           batched, "-D input, got ", x_in.dim(), "-D ", shape_str(x_in.shape()));
+  Tensor x = x_in.dim() == unbatched ? x_in.unsqueeze(0) : x_in;
+  NG_CHECK(x.size(1) == num_features, name_, "expected ", num_features, " channels, got x ",
+           shape_str(x_in.shape()));
+  Tensor y;
+  if (track_running_stats && !is_training()) {
+    // eval with running statistics: per channel, exactly BatchNorm in eval mode
+    y = F::batch_norm(x, running_mean, running_var, weight, bias, /*training=*/false, 0.0, eps);
+  } else {
+    y = F::group_norm(x, num_features, weight, bias, eps);
+    if (track_running_stats) {
+      // running stats: batch average of the per-instance mean and unbiased variance, as PyTorch does
+      num_batches_tracked.fill_(num_batches_tracked.item() + 1);
+      const double factor = momentum ? *momentum : 1.0 / num_batches_tracked.item();
+      norms::update_running_stats_per_instance(x, running_mean, running_var, factor, name_);
+    }
+  }
+  return x_in.dim() == unbatched ? y.squeeze(0) : y;
+}
+
+}  // namespace ng::nn
+#endif  // HWY_ONCE

@@ -1,0 +1,205 @@
+// The experiments' shared machinery (examples/common) and the programs end to end: CSV and Markdown
+// writers, command-line quoting, divergence detection, loss statistics, the progress bar's text, flag
+// errors (exit status 2 with the usage), and a whole exp1 run with its four output files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "examples/common/cli.h"
+#include "examples/common/progress.h"
+#include "examples/common/report.h"
+#include "tensor/error.h"
+
+using namespace ng::examples;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& tag) {
+  fs::path d =
+      fs::temp_directory_path() / ("normgrad_test_examples_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Run a shell command; returns its exit status, with stderr captured into `err`.
+int run(const std::string& cmd, std::string& err, const fs::path& dir) {
+  fs::path err_file = dir / "stderr.txt";
+  int status = std::system((cmd + " >/dev/null 2>" + err_file.string()).c_str());
+  err = slurp(err_file);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST(ExamplesCsv, QuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(csv_field("plain"), "plain");
+  EXPECT_EQ(csv_field("Post-LN, LayerNorm"), "\"Post-LN, LayerNorm\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  Csv csv{{"a", "b"}, {{"1", "x,y"}}};
+  EXPECT_EQ(csv.str(), "a,b\n1,\"x,y\"\n");
+  Csv bad{{"a", "b"}, {{"1"}}};
+  try {
+    (void)bad.str();
+    FAIL() << "expected ng::Error";
+  } catch (const ng::Error& e) {
+    EXPECT_STREQ(e.what(), "Csv: row 0 has 1 fields, expected 2");
+  }
+}
+
+TEST(ExamplesCsv, NumbersRoundTripAndNaNIsSpelledOut) {
+  EXPECT_EQ(num(NAN), "nan");
+  EXPECT_EQ(num(INFINITY), "inf");
+  EXPECT_EQ(num(-INFINITY), "-inf");
+  EXPECT_EQ(num(2.5), "2.5");
+  EXPECT_EQ(std::stod(num(0.1234567891, 9)), 0.123456789);
+}
+
+TEST(ExamplesCsv, FigureCsvHasEveryPlottedNumber) {
+  ng::plot::LineChart line;
+  line.title = "loss";
+  line.series.push_back({"a", {0, 10}, {3.5, NAN}});
+  line.vlines.push_back({10, "NaN at step 10"});
+  line.hlines.push_back({2.7, "lesson"});
+  ng::plot::BarChart bars;
+  bars.title = "final";
+  bars.categories = {"x", "y"};
+  bars.groups = {{"g", {1, 2}}};
+  ng::plot::Table table;
+  table.title = "t";
+  table.header = {"config", "loss"};
+  table.rows = {{"Pre-LN", "2.7"}};
+  ng::plot::Figure fig;
+  fig.panels = {line, bars, table};
+  Csv csv = figure_csv(fig);
+  ASSERT_EQ(csv.rows.size(), 2u + 1 + 1 + 2 + 1);
+  EXPECT_EQ(csv.rows[0], (std::vector<std::string>{"loss", "line", "a", "0", "3.5"}));
+  EXPECT_EQ(csv.rows[1], (std::vector<std::string>{"loss", "line", "a", "10", "nan"}));
+  EXPECT_EQ(csv.rows[2], (std::vector<std::string>{"loss", "vline", "NaN at step 10", "10", ""}));
+  EXPECT_EQ(csv.rows[3], (std::vector<std::string>{"loss", "hline", "lesson", "", "2.7"}));
+  EXPECT_EQ(csv.rows[5], (std::vector<std::string>{"final", "bar", "g", "y", "2"}));
+  EXPECT_EQ(csv.rows[6], (std::vector<std::string>{"t", "table", "Pre-LN", "loss", "2.7"}));
+}
+
+TEST(ExamplesMarkdown, TableAndCommandLine) {
+  EXPECT_EQ(md_table({"a", "b"}, {{"1", "2"}}), "| a | b |\n|---|---|\n| 1 | 2 |\n");
+  EXPECT_THROW(md_table({"a", "b"}, {{"1"}}), ng::Error);
+  char a0[] = "exp2", a1[] = "--task", a2[] = "copy", a3[] = "--out", a4[] = "my results", a5[] = "it's";
+  char* argv[] = {a0, a1, a2, a3, a4, a5};
+  EXPECT_EQ(command_line(6, argv), "exp2 --task copy --out 'my results' 'it'\\''s'");
+}
+
+TEST(ExamplesStats, LastNMeanAndStdSkipNonFinite) {
+  std::vector<double> v = {100, 1, 2, 3, NAN};
+  EXPECT_DOUBLE_EQ(mean_last(v, 4), 2.0);  // the NaN is skipped, 100 is outside the window
+  EXPECT_DOUBLE_EQ(std_last(v, 4), std::sqrt(2.0 / 3.0));
+  EXPECT_DOUBLE_EQ(mean_last(v, 100), 26.5);
+  EXPECT_TRUE(std::isnan(mean_last({NAN, NAN}, 2)));
+  EXPECT_TRUE(std::isnan(mean_last({}, 5)));
+}
+
+TEST(ExamplesDivergence, StopsAtTheFirstNonFiniteStep) {
+  DivergenceWatch w;
+  EXPECT_TRUE(w.ok(0, 5.0, 1.0));
+  EXPECT_TRUE(w.ok(1, 4.0, 1e30));
+  EXPECT_FALSE(w.diverged());
+  EXPECT_EQ(w.step(), -1);
+  EXPECT_FALSE(w.ok(2, 3.0, INFINITY));  // finite loss, but the gradient blew up: the next step would be NaN
+  EXPECT_TRUE(w.diverged());
+  EXPECT_EQ(w.step(), 2);
+  EXPECT_EQ(w.what(), "gradient norm is Inf");
+  EXPECT_FALSE(w.ok(3, NAN, 0.0));  // stays at the first divergence
+  EXPECT_EQ(w.step(), 2);
+  DivergenceWatch n;
+  EXPECT_FALSE(n.ok(7, NAN));
+  EXPECT_EQ(n.what(), "loss is NaN");
+  EXPECT_EQ(n.step(), 7);
+}
+
+TEST(ExamplesProgress, BarTextAndQuietWhenNotATerminal) {
+  std::string s = Progress::format("Pre-LN", 50, 100, 2.5, 10.0);
+  EXPECT_NE(s.find("[##########----------]"), std::string::npos) << s;
+  EXPECT_NE(s.find("50/100"), std::string::npos);
+  EXPECT_NE(s.find("loss 2.5000"), std::string::npos);
+  EXPECT_NE(s.find("10.0 steps/s"), std::string::npos);
+  EXPECT_NE(s.find("ETA 0:05"), std::string::npos);
+  EXPECT_EQ(format_duration(3725), "1:02:05");
+  EXPECT_EQ(format_duration(NAN), "?");
+  EXPECT_FALSE(Progress("x", 10, /*quiet=*/true).active());
+}
+
+TEST(ExamplesFlags, ParsesCommonFlags) {
+  CLI::App app{"test"};
+  CommonOptions o;
+  add_common_flags(app, o);
+  fs::path dir = temp_dir("flags");
+  std::string out = (dir / "out").string();
+  std::vector<std::string> args = {"prog",      "--out", out,       "--seed", "7",
+                                   "--threads", "1",     "--quick", "--quiet"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  EXPECT_FALSE(parse_flags(app, int(argv.size()), argv.data(), o).has_value());
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_EQ(o.threads, 1);
+  EXPECT_TRUE(o.quick && o.quiet);
+  EXPECT_FALSE(o.data_given);
+  EXPECT_TRUE(fs::is_directory(out));
+  EXPECT_EQ(o.steps_or(1000, 100), 100);
+  o.steps = 5;
+  EXPECT_EQ(o.steps_or(1000, 100), 5);
+  fs::remove_all(dir);
+}
+
+#ifdef NG_EXP1_GRADIENT_VANISHING_PATH
+TEST(ExamplesPrograms, BadFlagsExitWithUsage) {
+  fs::path dir = temp_dir("badflags");
+  std::string exe = NG_EXP1_GRADIENT_VANISHING_PATH;
+  std::string out = " --out " + (dir / "o").string();
+  std::string err;
+  EXPECT_EQ(run(exe + out + " --threads 0", err, dir), 2);
+  EXPECT_NE(err.find("--threads"), std::string::npos) << err;
+  EXPECT_NE(err.find("Usage"), std::string::npos) << err;
+  EXPECT_EQ(run(exe + out + " --steps banana", err, dir), 2);
+  EXPECT_NE(err.find("--steps"), std::string::npos) << err;
+  EXPECT_EQ(run(exe + out + " --no-such-flag", err, dir), 2);
+  EXPECT_NE(err.find("--no-such-flag"), std::string::npos) << err;
+  EXPECT_EQ(run(exe + out + " --data " + (dir / "missing.txt").string(), err, dir), 2);
+  EXPECT_NE(err.find("--data: cannot read"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+TEST(ExamplesPrograms, Exp1WritesItsFourFiles) {
+  fs::path dir = temp_dir("exp1");
+  std::string err;
+  ASSERT_EQ(
+      run(std::string(NG_EXP1_GRADIENT_VANISHING_PATH) + " --threads 2 --out " + dir.string(), err, dir), 0)
+      << err;
+  for (const char* ext : {"png", "csv", "md", "cmd.txt"})
+    EXPECT_TRUE(fs::exists(dir / (std::string("gradient_vanishing.") + ext))) << ext;
+  std::string md = slurp(dir / "gradient_vanishing.md");
+  EXPECT_NE(md.find("the lesson claims 0.016"), std::string::npos);
+  EXPECT_NE(md.find("Command: `"), std::string::npos);
+  std::string csv = slurp(dir / "gradient_vanishing.csv");
+  EXPECT_EQ(csv.rfind("panel,kind,series,x,y\n", 0), 0u);
+  // Ten layers of "no norm" activation std, each a positive number.
+  size_t count = 0;
+  for (size_t p = csv.find("Activation std per layer,line,no norm,"); p != std::string::npos;
+       p = csv.find("Activation std per layer,line,no norm,", p + 1))
+    ++count;
+  EXPECT_EQ(count, 10u);
+  fs::remove_all(dir);
+}
+#endif

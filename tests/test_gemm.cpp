@@ -1,0 +1,206 @@
+// The fast GEMM (tensor/kernels/gemm.cpp) against the three-loop reference (gemm_naive.cpp).
+//
+// The fast kernel packs panels of MR rows and NR columns (12 x 32 for f32 on AVX-512, 6 x 16 on AVX2),
+// blocks K by up to 256 and pads every edge with zeros. So the shapes below straddle those numbers:
+// 1, odd sizes, MR +- 1, NR +- 1, K just over one k-block, and leading dimensions larger than the
+// matrix, with sentinel values in the padding that must survive.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hwy/targets.h"
+#include "normgrad.h"
+#include "tensor/kernels/gemm.h"
+
+using namespace ng;
+
+namespace {
+
+constexpr double kSentinel = 12345.0;  // written into the ld padding of C; must come back unchanged
+
+template <typename T>
+struct Problem {
+  bool ta = false, tb = false;
+  int64_t M = 0, N = 0, K = 0, lda = 0, ldb = 0, ldc = 0;
+  std::vector<T> A, B, C;
+};
+
+// Random A, B (values in [-1, 1]) and a C with random values inside and sentinels in the ld padding.
+template <typename T>
+Problem<T> make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad, uint32_t seed) {
+  Problem<T> p;
+  p.ta = ta, p.tb = tb, p.M = M, p.N = N, p.K = K;
+  const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
+  const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
+  p.lda = a_cols + pad, p.ldb = b_cols + pad, p.ldc = N + pad;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  p.A.resize(size_t(std::max<int64_t>(1, a_rows * p.lda)));
+  p.B.resize(size_t(std::max<int64_t>(1, b_rows * p.ldb)));
+  p.C.resize(size_t(std::max<int64_t>(1, M * p.ldc)));
+  for (auto& x : p.A) x = T(u(rng));
+  for (auto& x : p.B) x = T(u(rng));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < p.ldc; ++j) p.C[size_t(i * p.ldc + j)] = j < N ? T(u(rng)) : T(kSentinel);
+  return p;
+}
+
+template <typename T>
+std::vector<T> run_fast(const Problem<T>& p, bool accumulate) {
+  std::vector<T> C = p.C;
+  gemm(p.ta, p.tb, p.M, p.N, p.K, p.A.data(), p.lda, p.B.data(), p.ldb, C.data(), p.ldc, accumulate);
+  return C;
+}
+
+template <typename T>
+std::vector<T> run_naive(const Problem<T>& p, bool accumulate) {
+  std::vector<T> C = p.C;
+  gemm_naive<T>(p.ta, p.tb, p.M, p.N, p.K, p.A.data(), p.lda, p.B.data(), p.ldb, C.data(), p.ldc, accumulate);
+  return C;
+}
+
+// Compares the fast and naive results element by element. The naive one sums in double; the fast one
+// in T with FMA, so the difference is bounded by about K * eps(T) * max |a b| (|a|, |b| <= 1 here).
+template <typename T>
+void expect_close(const Problem<T>& p, bool accumulate, const std::string& what) {
+  const std::vector<T> fast = run_fast(p, accumulate), ref = run_naive(p, accumulate);
+  const double tol = 4.0 * double(std::numeric_limits<T>::epsilon()) * double(p.K + 2);
+  int bad = 0;
+  for (int64_t i = 0; i < p.M && bad < 5; ++i) {
+    for (int64_t j = 0; j < p.ldc && bad < 5; ++j) {
+      const size_t at = size_t(i * p.ldc + j);
+      if (j >= p.N) {
+        if (fast[at] != T(kSentinel)) {
+          ADD_FAILURE() << what << ": wrote into the ld padding at (" << i << ", " << j << ")";
+          ++bad;
+        }
+        continue;
+      }
+      if (!(std::abs(double(fast[at]) - double(ref[at])) <= tol)) {
+        ADD_FAILURE() << what << ": C(" << i << ", " << j << ") = " << fast[at] << ", reference " << ref[at]
+                      << ", tolerance " << tol;
+        ++bad;
+      }
+    }
+  }
+}
+
+std::string describe(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad, bool acc) {
+  return std::string(ta ? "T" : "N") + (tb ? "T" : "N") + " M=" + std::to_string(M) +
+         " N=" + std::to_string(N) + " K=" + std::to_string(K) + " pad=" + std::to_string(pad) +
+         (acc ? " accumulate" : "");
+}
+
+template <typename T>
+void sweep_shapes(const std::vector<int64_t>& Ms, const std::vector<int64_t>& Ns,
+                  const std::vector<int64_t>& Ks) {
+  uint32_t seed = 1;
+  for (int form = 0; form < 4; ++form) {
+    const bool ta = form & 1, tb = form & 2;
+    for (int64_t M : Ms)
+      for (int64_t N : Ns)
+        for (int64_t K : Ks) {
+          const int64_t pad = (M + N + K) % 3;  // 0, 1 or 2 extra columns in lda, ldb and ldc
+          const bool acc = (M + N) % 2 == 1;
+          auto p = make_problem<T>(ta, tb, M, N, K, pad, seed++);
+          expect_close(p, acc, describe(ta, tb, M, N, K, pad, acc));
+        }
+  }
+}
+
+}  // namespace
+
+TEST(Gemm, F32MatchesNaiveOnSmallAndOddShapesInAllForms) {
+  sweep_shapes<float>({1, 2, 5, 11, 12, 13, 25}, {1, 3, 15, 16, 17, 31, 32, 33, 47}, {1, 2, 7, 64});
+}
+
+TEST(Gemm, F64MatchesNaiveOnSmallAndOddShapesInAllForms) {
+  sweep_shapes<double>({1, 3, 6, 7, 12, 13}, {1, 5, 8, 9, 15, 16, 17, 33}, {1, 3, 64});
+}
+
+TEST(Gemm, MatchesNaiveAcrossKBlocksAndMacroTiles) {
+  // K over one, two and three k-blocks (kc <= 768), M and N over several panels and macro-tiles.
+  sweep_shapes<float>({1, 37, 64}, {70, 300}, {769, 1540});
+  sweep_shapes<double>({29, 100}, {33, 300}, {770});
+}
+
+TEST(Gemm, EverySimdTargetMatchesNaive) {
+  // The dispatch picks AVX-512 on this machine; force the 16-register targets (6 x 16 tiles) too.
+  int tested = 0;
+  for (int64_t target : {int64_t(HWY_AVX3), int64_t(HWY_AVX2), int64_t(HWY_SSE4)}) {
+    if ((hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    sweep_shapes<float>({1, 7, 13}, {5, 17, 40}, {3, 770});
+    sweep_shapes<double>({6, 13}, {9, 33}, {5});
+    ++tested;
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to the real CPU
+  EXPECT_GE(tested, 1);
+}
+
+TEST(Gemm, MatchesNaiveWithLargeLeadingDimensions) {
+  for (int form = 0; form < 4; ++form) {
+    const bool ta = form & 1, tb = form & 2;
+    auto p = make_problem<float>(ta, tb, 45, 70, 300, 19, 99 + form);
+    expect_close(p, false, describe(ta, tb, 45, 70, 300, 19, false));
+    expect_close(p, true, describe(ta, tb, 45, 70, 300, 19, true));
+  }
+}
+
+TEST(Gemm, AccumulateAddsToExistingC) {
+  // Small integers: every product and sum is exact in f32, so fast and naive must agree bitwise.
+  const int64_t M = 13, N = 35, K = 300;
+  std::vector<float> A(size_t(M * K)), B(size_t(K * N)), C(size_t(M * N)), C2;
+  for (size_t i = 0; i < A.size(); ++i) A[i] = float(int(i % 7) - 3);
+  for (size_t i = 0; i < B.size(); ++i) B[i] = float(int(i % 5) - 2);
+  for (size_t i = 0; i < C.size(); ++i) C[i] = float(i % 11);
+  C2 = C;
+  std::vector<float> C_ref = C;
+  gemm(false, false, M, N, K, A.data(), K, B.data(), N, C.data(), N, true);
+  gemm_naive<float>(false, false, M, N, K, A.data(), K, B.data(), N, C_ref.data(), N, true);
+  EXPECT_EQ(0, std::memcmp(C.data(), C_ref.data(), C.size() * sizeof(float)));
+  // Accumulating twice equals the old C plus twice the product.
+  gemm(false, false, M, N, K, A.data(), K, B.data(), N, C.data(), N, true);
+  for (size_t i = 0; i < C.size(); ++i) ASSERT_EQ(C[i], 2 * C_ref[i] - C2[i]) << "at " << i;
+}
+
+TEST(Gemm, EmptyKGivesZeroOrLeavesCUnchanged) {
+  std::vector<float> A(1), B(1), C(6, 3.0f);
+  gemm(false, false, 2, 3, 0, A.data(), 1, B.data(), 3, C.data(), 3, true);
+  for (float c : C) EXPECT_EQ(c, 3.0f);
+  gemm(false, false, 2, 3, 0, A.data(), 1, B.data(), 3, C.data(), 3, false);
+  for (float c : C) EXPECT_EQ(c, 0.0f);
+}
+
+TEST(Gemm, OneAndTwoThreadsAreBitwiseEqual) {
+  // Big enough to use both threads and several k-blocks; every form, f32 and f64.
+  const int before = num_threads();
+  for (int form = 0; form < 4; ++form) {
+    const bool ta = form & 1, tb = form & 2;
+    auto p32 = make_problem<float>(ta, tb, 203, 301, 611, 3, 7 + form);
+    auto p64 = make_problem<double>(ta, tb, 97, 130, 530, 1, 17 + form);
+    set_num_threads(1);
+    auto f1 = run_fast(p32, true);
+    auto d1 = run_fast(p64, false);
+    set_num_threads(2);
+    auto f2 = run_fast(p32, true);
+    auto d2 = run_fast(p64, false);
+    EXPECT_EQ(0, std::memcmp(f1.data(), f2.data(), f1.size() * sizeof(float))) << "f32 form " << form;
+    EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(double))) << "f64 form " << form;
+  }
+  set_num_threads(before);
+}
+
+TEST(Gemm, MatmulOnTransposedViewsUsesTheFastKernelCorrectly) {
+  // The Tensor-level entry point: transposed views go to the GEMM as NT / TN / TT forms.
+  Generator g(5);
+  Tensor a = randn({70, 45}, g), b = randn({33, 70}, g);
+  Tensor fast = matmul(a.t(), b.t());  // (45, 70) @ (70, 33): TT
+  Tensor ref = matmul_naive(a.t().contiguous(), b.t().contiguous());
+  auto x = fast.to_vector<double>(), y = ref.to_vector<double>();
+  ASSERT_EQ(x.size(), size_t(45 * 33));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4) << "at " << i;
+}

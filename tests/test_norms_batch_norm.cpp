@@ -1,0 +1,364 @@
+// BatchNorm: a golden three-step training sequence then eval, gradchecks in train and eval (running stats
+// untouched), the mean term, fast vs reference, half precision, determinism, errors, the modules.
+#include "norms_test_util.h"
+
+using namespace ng;
+using namespace normtest;
+
+namespace {
+
+// F::batch_norm in training with COPIES of the running stats, so gradcheck's many forward passes leave the
+// real ones alone.
+Tensor bn_train(const std::vector<Tensor>& in, const Tensor& rm, const Tensor& rv) {
+  Tensor rm_copy = rm.clone(), rv_copy = rv.clone();
+  return F::batch_norm(in[0], rm_copy, rv_copy, in.size() > 1 ? in[1] : Tensor(),
+                       in.size() > 2 ? in[2] : Tensor(),
+                       /*training=*/true);
+}
+
+}  // namespace
+
+TEST(BatchNorm, GoldenThreeTrainingStepsThenEval) {
+  nn::BatchNorm1d bn(2);  // momentum 0.1, eps 1e-5; running_mean 0, running_var 1
+  // step 1: channel 0 {1, 3}: mean 2, biased var 1, unbiased 2; channel 1 {2, 6}: mean 4, var 4, unbiased 8
+  Tensor y1 = bn(tensor({{1.0, 2.0}, {3.0, 6.0}}));
+  std::vector<double> v1 = y1.to_vector<double>();
+  EXPECT_NEAR(v1[0], -1.0 / std::sqrt(1.0 + 1e-5), 1e-6);  // (1 - 2) / sqrt(1 + eps)
+  EXPECT_NEAR(v1[3], 2.0 / std::sqrt(4.0 + 1e-5), 1e-6);   // (6 - 4) / sqrt(4 + eps)
+  // new = 0.9 * old + 0.1 * batch (PyTorch's direction), with the UNBIASED variance
+  std::vector<double> rm = bn.running_mean.to_vector<double>(), rv = bn.running_var.to_vector<double>();
+  EXPECT_NEAR(rm[0], 0.2, 1e-7);
+  EXPECT_NEAR(rm[1], 0.4, 1e-7);
+  EXPECT_NEAR(rv[0], 0.9 + 0.1 * 2.0, 1e-7);  // 1.1 (the biased var would give 1.0)
+  EXPECT_NEAR(rv[1], 0.9 + 0.1 * 8.0, 1e-7);  // 1.7
+  // step 2: ch0 {0, 2, 4}: mean 2, unbiased 4; ch1 {0, -2, 2}: mean 0, unbiased 4
+  bn(tensor({{0.0, 0.0}, {2.0, -2.0}, {4.0, 2.0}}));
+  // step 3: ch0 {5, 7}: mean 6, unbiased 2; ch1 {1, 1}: mean 1, var 0
+  bn(tensor({{5.0, 1.0}, {7.0, 1.0}}));
+  rm = bn.running_mean.to_vector<double>();
+  rv = bn.running_var.to_vector<double>();
+  EXPECT_NEAR(rm[0], 0.942, 1e-6);  // 0.9 * (0.9 * 0.2 + 0.1 * 2) + 0.1 * 6
+  EXPECT_NEAR(rm[1], 0.424, 1e-6);  // 0.9 * (0.9 * 0.4 + 0.1 * 0) + 0.1 * 1
+  EXPECT_NEAR(rv[0], 1.451, 1e-6);  // 0.9 * (0.9 * 1.1 + 0.1 * 4) + 0.1 * 2
+  EXPECT_NEAR(rv[1], 1.737, 1e-6);  // 0.9 * (0.9 * 1.7 + 0.1 * 4) + 0.1 * 0
+  EXPECT_EQ(bn.num_batches_tracked.item(), 3.0);
+  // eval: normalize with the running statistics, which stay put
+  bn.eval();
+  std::vector<double> ye = bn(tensor({{1.0, 1.0}})).to_vector<double>();
+  EXPECT_NEAR(ye[0], (1.0 - 0.942) / std::sqrt(1.451 + 1e-5), 1e-6);
+  EXPECT_NEAR(ye[1], (1.0 - 0.424) / std::sqrt(1.737 + 1e-5), 1e-6);
+  EXPECT_NEAR(bn.running_mean.to_vector<double>()[0], 0.942, 1e-6);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 3.0);
+}
+
+TEST(BatchNorm, MomentumNoneIsCumulativeAverage) {
+  nn::BatchNorm1d bn(2, 1e-5, std::nullopt);
+  bn(tensor({{1.0, 2.0}, {3.0, 6.0}}));
+  bn(tensor({{0.0, 0.0}, {2.0, -2.0}, {4.0, 2.0}}));
+  bn(tensor({{5.0, 1.0}, {7.0, 1.0}}));
+  std::vector<double> rm = bn.running_mean.to_vector<double>(), rv = bn.running_var.to_vector<double>();
+  EXPECT_NEAR(rm[0], (2.0 + 2.0 + 6.0) / 3, 1e-6);  // plain average of the batch means
+  EXPECT_NEAR(rm[1], (4.0 + 0.0 + 1.0) / 3, 1e-6);
+  EXPECT_NEAR(rv[0], (2.0 + 4.0 + 2.0) / 3, 1e-6);  // of the unbiased batch variances
+  EXPECT_NEAR(rv[1], (8.0 + 4.0 + 0.0) / 3, 1e-6);
+  // functional form: momentum none needs the counter
+  Tensor m = zeros({2}), v = ones({2});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({4, 2}), m, v, Tensor(), Tensor(), true, std::nullopt);
+      },
+      {"batch_norm: momentum = none (cumulative average) needs num_batches_tracked"});
+  Tensor nbt = full({}, 1.0, DType::i64);
+  F::batch_norm(tensor({{1.0, 2.0}, {3.0, 6.0}}), m, v, Tensor(), Tensor(), true, std::nullopt, 1e-5, nbt);
+  EXPECT_NEAR(m.to_vector<double>()[1], 4.0, 1e-6);  // factor 1 / 1: the batch itself
+  EXPECT_NEAR(v.to_vector<double>()[1], 8.0, 1e-6);
+}
+
+TEST(BatchNorm, GradcheckTrainingRandomShapesRunningStatsUntouched) {
+  uint64_t seed = 60;
+  for (Shape shape : std::vector<Shape>{{4, 3}, {3, 2, 5}, {2, 3, 2, 3}, {5, 1}}) {
+    const int64_t C = shape[1];
+    Tensor x = leaf(shape, ++seed), w = leaf({C}, ++seed, 1.0, 0.5), b = leaf({C}, ++seed);
+    Tensor rm = randn({C}, default_generator(), DType::f64),
+           rv = uniform({C}, 0.5, 2.0, default_generator(), DType::f64);
+    Tensor rm0 = rm.clone(), rv0 = rv.clone();
+    expect_gradcheck([&](const std::vector<Tensor>& in) { return bn_train(in, rm, rv); }, {x, w, b},
+                     "batch_norm train " + shape_str(shape));
+    expect_gradcheck([&](const std::vector<Tensor>& in) { return bn_train(in, rm, rv); }, {x},
+                     "batch_norm train no affine " + shape_str(shape));
+    EXPECT_TRUE(bitwise_equal(rm, rm0)) << "running_mean changed by the finite-difference passes";
+    EXPECT_TRUE(bitwise_equal(rv, rv0)) << "running_var changed by the finite-difference passes";
+  }
+}
+
+TEST(BatchNorm, GradcheckEval) {
+  Tensor x = leaf({3, 4, 2}, 70), w = leaf({4}, 71), b = leaf({4}, 72);
+  Tensor rm = randn({4}, default_generator(), DType::f64),
+         rv = uniform({4}, 0.5, 2.0, default_generator(), DType::f64);
+  Tensor rm0 = rm.clone(), rv0 = rv.clone();
+  expect_gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return F::batch_norm(in[0], rm, rv, in[1], in[2], /*training=*/false);
+      },
+      {x, w, b}, "batch_norm eval");
+  EXPECT_TRUE(bitwise_equal(rm, rm0));
+  EXPECT_TRUE(bitwise_equal(rv, rv0));
+  // eval is affine per channel: dx = dy * w / sqrt(running_var + eps)
+  Tensor dy = ones({3, 4, 2}, DType::f64);
+  Tensor xx = x.detach().requires_grad_();
+  F::batch_norm(xx, rm, rv, w.detach(), Tensor(), false).backward(dy);
+  std::vector<double> dx = xx.grad().to_vector<double>(), wv = w.to_vector<double>(),
+                      rvv = rv.to_vector<double>();
+  EXPECT_NEAR(dx[2], wv[1] / std::sqrt(rvv[1] + 1e-5), 1e-12);  // element (0, 1, 0)
+}
+
+TEST(BatchNorm, GradcheckNonContiguousAndBehindMatmul) {
+  Tensor rm = zeros({6}, DType::f64), rv = ones({6}, DType::f64);
+  Tensor x = strided_leaf({5, 6}, 73), w = leaf({6}, 74, 1.0, 0.5), b = leaf({6}, 75);
+  expect_gradcheck([&](const std::vector<Tensor>& in) { return bn_train(in, rm, rv); }, {x, w, b},
+                   "strided x");
+  Tensor a = leaf({5, 3}, 76), W = leaf({3, 6}, 77);
+  expect_gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return bn_train({matmul(in[0], in[1]), in[2], in[3]}, rm, rv);
+      },
+      {a, W, w, b}, "batch_norm(a @ W)");
+}
+
+TEST(BatchNorm, MeanTermDoesNotVanishForDx) {
+  // sum_i (x_i - mean) = 0 kills ONE part of dL/dmean, not dL/dmean itself. A dx that drops the whole mean
+  // path (dx = r (g - xhat mean(g xhat))) is wrong; ours matches finite differences.
+  Tensor x = leaf({6, 1}, 80);
+  Tensor dy = randn({6, 1}, default_generator(), DType::f64);
+  F::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true).backward(dy);
+  std::vector<double> xs = x.to_vector<double>(), g = dy.to_vector<double>(),
+                      dx = x.grad().to_vector<double>();
+  double mean = 0, var = 0, mean_g = 0, mean_gx = 0;
+  for (double v : xs) mean += v / 6;
+  for (double v : xs) var += (v - mean) * (v - mean) / 6;
+  const double r = 1 / std::sqrt(var + 1e-5);
+  for (int i = 0; i < 6; ++i) mean_g += g[i] / 6, mean_gx += g[i] * (xs[i] - mean) * r / 6;
+  double worst_without = 0;
+  for (int i = 0; i < 6; ++i) {
+    const double xhat = (xs[i] - mean) * r;
+    EXPECT_NEAR(dx[i], r * (g[i] - mean_g - xhat * mean_gx), 1e-10);  // term 1 + term 2 + term 3
+    worst_without = std::max(worst_without, std::abs(dx[i] - r * (g[i] - xhat * mean_gx)));
+  }
+  EXPECT_GT(worst_without, 1e-3) << "the mean term is what makes dx sum to zero over the channel";
+  double sum_dx = 0;
+  for (double v : dx) sum_dx += v;
+  EXPECT_NEAR(sum_dx, 0.0, 1e-10);
+}
+
+TEST(BatchNorm, FastMatchesReferenceOnEveryTarget) {
+  const int targets = for_each_target([&] {
+    std::vector<Shape> shapes = {{7, 3},    {9, 17},    {2, 33},      {4, 5, 1},
+                                 {3, 4, 7}, {2, 3, 19}, {2, 2, 4, 5}, {65, 8}};
+    for (const Shape& shape : shapes) {
+      const int64_t N = shape[0], C = shape[1], S = numel(shape) / (N * C);
+      for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+        Generator gen(uint64_t(numel(shape)) * 13 + uint64_t(dt));
+        const DType acc = compute_dtype(dt);
+        Tensor x = randn(shape, gen, DType::f32, 1.0, 3.0).to(dt), dy = randn(shape, gen).to(dt);
+        Tensor w = randn({C}, gen, acc), b = randn({C}, gen, acc);
+        const std::string what = shape_str(shape) + " " + dtype_name(dt);
+        const double tol = dt == DType::f64   ? 1e-12
+                           : dt == DType::f32 ? 1e-5
+                           : dt == DType::f16 ? 4e-2
+                                              : 3e-1;
+        for (bool train : {true, false}) {
+          Tensor mean_in, var_in;
+          if (!train) mean_in = randn({C}, gen, DType::f64), var_in = uniform({C}, 0.5, 2.0, gen, DType::f64);
+          auto ref =
+              norms::batch_norm_forward(x, N, C, S, w, b, mean_in, var_in, 1e-5, norms::Impl::reference);
+          auto fast = norms::batch_norm_forward(x, N, C, S, w, b, mean_in, var_in, 1e-5, norms::Impl::fast);
+          EXPECT_LE(max_abs_diff(ref.y, fast.y), tol) << what << (train ? " train" : " eval");
+          EXPECT_LE(max_abs_diff(ref.mean, fast.mean), 1e-5) << what;
+          EXPECT_LE(max_abs_diff(ref.var, fast.var), 1e-4) << what;
+          auto gr = norms::batch_norm_backward(dy, x, ref.mean, ref.rstd, w, N, C, S, train, true, true, true,
+                                               norms::Impl::reference);
+          auto gf = norms::batch_norm_backward(dy, x, ref.mean, ref.rstd, w, N, C, S, train, true, true, true,
+                                               norms::Impl::fast);
+          EXPECT_LE(max_abs_diff(gr.dx, gf.dx), tol) << what << (train ? " train" : " eval");
+          EXPECT_LE(max_abs_diff(gr.dweight, gf.dweight), 1e-3 * double(N * S)) << what;
+          EXPECT_LE(max_abs_diff(gr.dbias, gf.dbias), 1e-3 * double(N * S)) << what;
+        }
+      }
+    }
+  });
+  EXPECT_GE(targets, 2);
+}
+
+TEST(BatchNorm, HostileChannels) {
+  // channel 0: mean 1e4, std 1e-2 (f32); channel 1: constant (eps governs); channel 2: an outlier first
+  const int64_t N = 300;
+  Generator gen(8);
+  std::vector<double> xs(size_t(N * 3));
+  Tensor noise = randn({N}, gen, DType::f64);
+  std::vector<double> nz = noise.to_vector<double>();
+  for (int64_t n = 0; n < N; ++n) {
+    xs[n * 3 + 0] = double(float(1e4 + 1e-2 * nz[n]));
+    xs[n * 3 + 1] = 3.5;
+    xs[n * 3 + 2] = n == 0 ? 1e3 : nz[n];
+  }
+  Tensor x = from_vector(xs, {N, 3}, DType::f32);
+  Tensor x64 = from_vector(xs, {N, 3}, DType::f64);
+  Tensor truth = norms::batch_norm_forward(x64, N, 3, 1, Tensor(), Tensor(), Tensor(), Tensor(), 1e-8,
+                                           norms::Impl::reference)
+                     .y;
+  for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+    auto s = norms::batch_norm_forward(x, N, 3, 1, Tensor(), Tensor(), Tensor(), Tensor(), 1e-8, impl);
+    EXPECT_LE(max_abs_diff(s.y, truth), 1e-4) << (impl == norms::Impl::fast ? "fast" : "reference");
+    std::vector<double> y = s.y.to_vector<double>();
+    for (int64_t n = 0; n < N; ++n) EXPECT_EQ(y[n * 3 + 1], 0.0);  // constant channel -> 0
+  }
+  // f16 near its limits
+  Tensor h = from_vector(std::vector<double>{6e4, -6e4, 3e4, 65000, -65000, 1}, {6, 1}, DType::f16);
+  Tensor ht = norms::batch_norm_forward(h.to(DType::f64), 6, 1, 1, Tensor(), Tensor(), Tensor(), Tensor(),
+                                        1e-5, norms::Impl::reference)
+                  .y;
+  for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+    auto s = norms::batch_norm_forward(h, 6, 1, 1, Tensor(), Tensor(), Tensor(), Tensor(), 1e-5, impl);
+    EXPECT_LE(max_abs_diff(s.y, ht), 2e-3);
+  }
+  // the smallest trainable batch: two values per channel -> y = -1, +1
+  std::vector<double> y2 = F::batch_norm(from_vector(std::vector<double>{1.0, 5.0}, {2, 1}), Tensor(),
+                                         Tensor(), Tensor(), Tensor(), true)
+                               .to_vector<double>();
+  EXPECT_NEAR(y2[0], -1.0, 1e-5);
+  EXPECT_NEAR(y2[1], 1.0, 1e-5);
+}
+
+TEST(BatchNorm, HalfPrecisionMatchesF32) {
+  Generator gen(90);
+  Tensor x = randn({16, 8, 3}, gen), dy = randn({16, 8, 3}, gen);
+  Tensor w = randn({8}, gen, DType::f32, 1.0, 0.2).requires_grad_(), b = randn({8}, gen).requires_grad_();
+  Tensor x32 = x.detach().requires_grad_();
+  Tensor y32 = F::batch_norm(x32, Tensor(), Tensor(), w, b, true);
+  y32.backward(dy);
+  Tensor dx32 = x32.grad(), dw32 = w.grad(), db32 = b.grad();
+  for (DType dt : {DType::f16, DType::bf16}) {
+    w.zero_grad();
+    b.zero_grad();
+    Tensor xh = x.to(dt).requires_grad_();
+    Tensor yh = F::batch_norm(xh, Tensor(), Tensor(), w, b, true);
+    EXPECT_EQ(yh.dtype(), dt);
+    const double tol = dt == DType::f16 ? 1e-2 : 6e-2;
+    EXPECT_LE(max_abs_diff(yh, y32), tol) << dtype_name(dt);
+    yh.backward(dy.to(dt));
+    EXPECT_LE(max_abs_diff(xh.grad(), dx32), tol) << dtype_name(dt);
+    EXPECT_LE(max_abs_diff(w.grad(), dw32), tol * 10) << dtype_name(dt);
+    EXPECT_LE(max_abs_diff(b.grad(), db32), tol * 10) << dtype_name(dt);
+  }
+}
+
+TEST(BatchNorm, DeterministicAcrossThreadCounts) {
+  Generator gen(5);
+  for (Shape shape : std::vector<Shape>{{700, 40}, {33, 8, 70}}) {
+    const int64_t N = shape[0], C = shape[1], S = numel(shape) / (N * C);
+    Tensor x = randn(shape, gen), dy = randn(shape, gen), w = randn({C}, gen);
+    auto run = [&]() {
+      auto s = norms::batch_norm_forward(x, N, C, S, w, Tensor(), Tensor(), Tensor(), 1e-5);
+      auto g = norms::batch_norm_backward(dy, x, s.mean, s.rstd, w, N, C, S, true, true, true, true);
+      return std::vector<Tensor>{s.y, s.mean, s.var, g.dx, g.dweight, g.dbias};
+    };
+    std::vector<Tensor> one = with_threads(1, run), two = with_threads(2, run);
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_TRUE(bitwise_equal(one[i], two[i])) << shape_str(shape) << " " << i;
+  }
+}
+
+TEST(BatchNorm, Errors) {
+  Tensor m = zeros({4}), v = ones({4});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({1, 4}), m, v, Tensor(), Tensor(), true);
+      },
+      {"batch_norm: expected more than 1 value per channel when training, got input of shape (1, 4)"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({1, 4, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true);
+      },
+      {"more than 1 value per channel"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({3, 4}), m, v, ones({3}), Tensor(), true);
+      },
+      {"batch_norm: weight has shape (3), expected (4)", "channel dimension of x (3, 4)"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({3, 4}), m, v, Tensor(), ones({5}), true);
+      },
+      {"batch_norm: bias has shape (5), expected (4)"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({3, 4}), zeros({2}), v, Tensor(), Tensor(), true);
+      },
+      {"batch_norm: running_mean has shape (2), expected (4)"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({3, 4}), m, v, Tensor(), Tensor(), true, 0.1, 0.0);
+      },
+      {"batch_norm: expected eps > 0", "got 0"});
+  expect_error([&] { F::batch_norm(randn({4}), Tensor(), Tensor(), Tensor(), Tensor(), true); },
+               {"batch_norm: expected x of shape (N, C) or (N, C, *), got a 1-D tensor (4)"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({3, 4}), Tensor(), Tensor(), Tensor(), Tensor(), false);
+      },
+      {"batch_norm: eval mode", "none were given"});
+  nn::BatchNorm1d bn1(4);
+  expect_error(
+      [&] {
+        bn1(randn({2, 4, 3, 3}));
+      },
+      {"BatchNorm1d: expected a 2-D (N, C) or 3-D (N, C, L) input, got 4-D (2, 4, 3, 3)"});
+  expect_error([&] { bn1(randn({2, 5})); }, {"BatchNorm1d: expected 4 channels (dim 1), got x (2, 5)"});
+  expect_error(
+      [&] {
+        bn1(randn({1, 4}));
+      },
+      {"batch_norm: expected more than 1 value per channel when training"});
+  nn::BatchNorm2d bn2(4);
+  expect_error(
+      [&] {
+        bn2(randn({2, 4, 3}));
+      },
+      {"BatchNorm2d: expected a 4-D (N, C, H, W) input, got 3-D (2, 4, 3)"});
+  expect_error([&] { nn::BatchNorm2d(4, -1.0); }, {"BatchNorm2d: expected eps > 0"});
+}
+
+TEST(BatchNorm, ModulesBuffersAndModes) {
+  nn::BatchNorm2d bn(3);
+  auto state = bn.state_dict();
+  std::vector<std::string> names;
+  for (auto& [n, t] : state) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                             "num_batches_tracked"}));
+  EXPECT_EQ(bn.parameters().size(), 2u);
+  EXPECT_EQ(bn.num_batches_tracked.dtype(), DType::i64);
+  Generator gen(2);
+  Tensor x = randn({4, 3, 2, 2}, gen, DType::f32, 5.0, 2.0);
+  Tensor y_train = bn(x);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);
+  // training output: per channel mean 0
+  std::vector<double> yt = y_train.to_vector<double>();
+  double s = 0;
+  for (int64_t n = 0; n < 4; ++n)
+    for (int64_t k = 0; k < 4; ++k) s += yt[(n * 3 + 1) * 4 + k];
+  EXPECT_NEAR(s / 16, 0.0, 1e-5);
+  bn.eval();
+  Tensor y_eval = bn(x);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);  // eval does not count
+  EXPECT_GT(max_abs_diff(y_eval, y_train), 0.1);  // running stats differ from the batch's after one step
+  // without running stats: batch statistics in both modes, no buffers
+  nn::BatchNorm1d plain(3, 1e-5, 0.1, false, false);
+  EXPECT_EQ(plain.state_dict().size(), 0u);
+  Tensor x1 = randn({5, 3}, gen);
+  Tensor a = plain(x1);
+  plain.eval();
+  EXPECT_LE(max_abs_diff(a, plain(x1)), 0.0);
+  // BatchNorm1d on (N, C, L)
+  nn::BatchNorm1d bn3(2);
+  EXPECT_EQ(bn3(randn({3, 2, 5}, gen)).shape(), (Shape{3, 2, 5}));
+}

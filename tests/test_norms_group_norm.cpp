@@ -1,0 +1,228 @@
+// GroupNorm and InstanceNorm: golden values, gradchecks, fast vs reference, half precision, determinism,
+// errors, the modules (incl. InstanceNorm's running statistics).
+#include "norms_test_util.h"
+
+using namespace ng;
+using namespace normtest;
+
+TEST(GroupNorm, GoldenHandComputed) {
+  // x (1, 4, 2), 2 groups of 2 channels: group 0 = channels 0, 1 = {1, 2, 3, 4}: mean 2.5, var 1.25;
+  // group 1 = {10, 10, 10, 14}: mean 11, var 3. weight [1, 2, 1, 1], bias [0, 0, 0, 1].
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0, 10.0, 10.0, 10.0, 14.0}, DType::f64).reshape({1, 4, 2});
+  Tensor w = tensor({1.0, 2.0, 1.0, 1.0}, DType::f64), b = tensor({0.0, 0.0, 0.0, 1.0}, DType::f64);
+  std::vector<double> y = F::group_norm(x, 2, w, b).to_vector<double>();
+  const double r0 = 1 / std::sqrt(1.25 + 1e-5), r1 = 1 / std::sqrt(3.0 + 1e-5);
+  std::vector<double> expect = {-1.5 * r0, -0.5 * r0, 0.5 * r0 * 2, 1.5 * r0 * 2,
+                                -r1,       -r1,       -r1 + 1,      3 * r1 + 1};
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(y[i], expect[i], 1e-12) << i;
+}
+
+TEST(GroupNorm, InstanceNormIsGroupsEqualChannels) {
+  Generator gen(3);
+  Tensor x = randn({2, 3, 5}, gen, DType::f64);
+  std::vector<double> xs = x.to_vector<double>(), y = nn::InstanceNorm1d(3)(x).to_vector<double>();
+  for (int64_t nc = 0; nc < 6; ++nc) {  // every (sample, channel) alone, over its 5 positions
+    double m = 0, v = 0;
+    for (int s = 0; s < 5; ++s) m += xs[nc * 5 + s] / 5;
+    for (int s = 0; s < 5; ++s) v += (xs[nc * 5 + s] - m) * (xs[nc * 5 + s] - m) / 5;
+    for (int s = 0; s < 5; ++s) EXPECT_NEAR(y[nc * 5 + s], (xs[nc * 5 + s] - m) / std::sqrt(v + 1e-5), 1e-12);
+  }
+  EXPECT_LE(max_abs_diff(F::group_norm(x, 3), nn::InstanceNorm1d(3)(x)), 0.0);
+  // G = 1 with no affine is LayerNorm over (C, S)
+  EXPECT_LE(max_abs_diff(F::group_norm(x, 1), F::layer_norm(x, {3, 5})), 1e-12);
+}
+
+TEST(GroupNorm, GradcheckRandomShapes) {
+  struct Case {
+    Shape shape;
+    int64_t G;
+  };
+  std::vector<Case> cases = {{{3, 4}, 2}, {{2, 6, 3}, 3}, {{2, 6, 3}, 1}, {{2, 4, 2, 3}, 4}, {{1, 4, 5}, 2}};
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    const int64_t C = c.shape[1];
+    Tensor x = leaf(c.shape, ++seed), w = leaf({C}, ++seed, 1.0, 0.5), b = leaf({C}, ++seed);
+    const int64_t G = c.G;
+    expect_gradcheck([G](const std::vector<Tensor>& in) { return F::group_norm(in[0], G, in[1], in[2]); },
+                     {x, w, b}, "group_norm " + shape_str(c.shape) + " G=" + std::to_string(G));
+    expect_gradcheck([G](const std::vector<Tensor>& in) { return F::group_norm(in[0], G); }, {x},
+                     "group_norm no affine " + shape_str(c.shape));
+  }
+}
+
+TEST(GroupNorm, GradcheckNonContiguousAndBehindMatmul) {
+  Tensor x = strided_leaf({2, 4, 3}, 120), w = leaf({4}, 121, 1.0, 0.5), b = leaf({4}, 122);
+  expect_gradcheck([](const std::vector<Tensor>& in) { return F::group_norm(in[0], 2, in[1], in[2]); },
+                   {x, w, b}, "strided x");
+  Tensor a = leaf({3, 5}, 123), W = leaf({5, 4}, 124);
+  expect_gradcheck(
+      [](const std::vector<Tensor>& in) { return F::group_norm(matmul(in[0], in[1]), 2, in[2], in[3]); },
+      {a, W, w, b}, "group_norm(a @ W)");
+}
+
+TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
+  const int targets = for_each_target([&] {
+    struct Case {
+      Shape shape;
+      int64_t G;
+    };
+    std::vector<Case> cases = {{{3, 4}, 2},     {{2, 6, 1}, 6},   {{2, 6, 7}, 3},    {{2, 4, 17}, 4},
+                               {{3, 8, 33}, 2}, {{1, 2, 100}, 1}, {{2, 4, 3, 5}, 2}, {{2, 32, 16}, 8}};
+    for (const Case& c : cases) {
+      const int64_t N = c.shape[0], C = c.shape[1], S = numel(c.shape) / (N * C);
+      for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+        Generator gen(uint64_t(numel(c.shape)) * 17 + uint64_t(dt));
+        const DType acc = compute_dtype(dt);
+        Tensor x = randn(c.shape, gen, DType::f32, -0.5, 2.0).to(dt), dy = randn(c.shape, gen).to(dt);
+        Tensor w = randn({C}, gen, acc), b = randn({C}, gen, acc);
+        const std::string what = shape_str(c.shape) + " G=" + std::to_string(c.G) + " " + dtype_name(dt);
+        const double tol = dt == DType::f64   ? 1e-12
+                           : dt == DType::f32 ? 1e-4
+                           : dt == DType::f16 ? 4e-2
+                                              : 3e-1;
+        auto ref = norms::group_norm_forward(x, N, C, S, c.G, w, b, 1e-5, norms::Impl::reference);
+        auto fast = norms::group_norm_forward(x, N, C, S, c.G, w, b, 1e-5, norms::Impl::fast);
+        EXPECT_LE(max_abs_diff(ref.y, fast.y), tol) << what;
+        EXPECT_LE(max_abs_diff(ref.mean, fast.mean), 1e-5) << what;
+        auto gr = norms::group_norm_backward(dy, x, ref.mean, ref.rstd, w, N, C, S, c.G, true, true, true,
+                                             norms::Impl::reference);
+        auto gf = norms::group_norm_backward(dy, x, ref.mean, ref.rstd, w, N, C, S, c.G, true, true, true,
+                                             norms::Impl::fast);
+        EXPECT_LE(max_abs_diff(gr.dx, gf.dx), tol) << what;
+        EXPECT_LE(max_abs_diff(gr.dweight, gf.dweight), 1e-3 * double(N * S)) << what;
+        EXPECT_LE(max_abs_diff(gr.dbias, gf.dbias), 1e-3 * double(N * S)) << what;
+      }
+    }
+  });
+  EXPECT_GE(targets, 2);
+}
+
+TEST(GroupNorm, HostileGroups) {
+  // group 0: mean 1e4, std 1e-2 in f32; group 1: constant -> y = bias
+  const int64_t S = 50;
+  Generator gen(6);
+  std::vector<double> nz = randn({2 * S}, gen, DType::f64).to_vector<double>(), xs(4 * S);
+  for (int64_t i = 0; i < 2 * S; ++i) xs[i] = double(float(1e4 + 1e-2 * nz[i]));
+  for (int64_t i = 2 * S; i < 4 * S; ++i) xs[i] = -2.0;
+  Tensor x = from_vector(xs, {1, 4, S}, DType::f32);
+  Tensor truth = norms::group_norm_forward(from_vector(xs, {1, 4, S}, DType::f64), 1, 4, S, 2, Tensor(),
+                                           Tensor(), 1e-8, norms::Impl::reference)
+                     .y;
+  for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+    Tensor y = norms::group_norm_forward(x, 1, 4, S, 2, Tensor(), Tensor(), 1e-8, impl).y;
+    EXPECT_LE(max_abs_diff(y, truth), 1e-3);
+    std::vector<double> yv = y.to_vector<double>();
+    for (int64_t i = 2 * S; i < 4 * S; ++i) EXPECT_EQ(yv[i], 0.0);
+  }
+  // f16 near its limits
+  Tensor h = from_vector(std::vector<double>{6e4, -6e4, 3e4, 65000, -65000, 1}, {1, 2, 3}, DType::f16);
+  Tensor ht = F::group_norm(h.to(DType::f64), 1);
+  for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast})
+    EXPECT_LE(max_abs_diff(norms::group_norm_forward(h, 1, 2, 3, 1, Tensor(), Tensor(), 1e-5, impl).y, ht),
+              2e-3);
+}
+
+TEST(GroupNorm, HalfPrecisionMatchesF32) {
+  Generator gen(91);
+  Tensor x = randn({4, 8, 10}, gen), dy = randn({4, 8, 10}, gen);
+  Tensor w = randn({8}, gen, DType::f32, 1.0, 0.2).requires_grad_(), b = randn({8}, gen).requires_grad_();
+  Tensor x32 = x.detach().requires_grad_();
+  F::group_norm(x32, 4, w, b).backward(dy);
+  Tensor dx32 = x32.grad(), dw32 = w.grad(), db32 = b.grad();
+  Tensor y32 = F::group_norm(x, 4, w, b).detach();
+  for (DType dt : {DType::f16, DType::bf16}) {
+    w.zero_grad();
+    b.zero_grad();
+    Tensor xh = x.to(dt).requires_grad_();
+    Tensor yh = F::group_norm(xh, 4, w, b);
+    EXPECT_EQ(yh.dtype(), dt);
+    const double tol = dt == DType::f16 ? 1e-2 : 6e-2;
+    EXPECT_LE(max_abs_diff(yh, y32), tol) << dtype_name(dt);
+    yh.backward(dy.to(dt));
+    EXPECT_LE(max_abs_diff(xh.grad(), dx32), tol) << dtype_name(dt);
+    EXPECT_LE(max_abs_diff(w.grad(), dw32), tol * 10) << dtype_name(dt);
+    EXPECT_LE(max_abs_diff(b.grad(), db32), tol * 10) << dtype_name(dt);
+  }
+}
+
+TEST(GroupNorm, DeterministicAcrossThreadCounts) {
+  Generator gen(7);
+  Tensor x = randn({40, 16, 90}, gen), dy = randn({40, 16, 90}, gen), w = randn({16}, gen);
+  auto run = [&]() {
+    auto s = norms::group_norm_forward(x, 40, 16, 90, 4, w, Tensor(), 1e-5);
+    auto g = norms::group_norm_backward(dy, x, s.mean, s.rstd, w, 40, 16, 90, 4, true, true, true);
+    return std::vector<Tensor>{s.y, g.dx, g.dweight, g.dbias};
+  };
+  std::vector<Tensor> one = with_threads(1, run), two = with_threads(2, run);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(bitwise_equal(one[i], two[i])) << "output " << i;
+}
+
+TEST(GroupNorm, Errors) {
+  Tensor x = randn({2, 6, 5});
+  expect_error([&] { F::group_norm(x, 4); },
+               {"group_norm: expected the number of channels C = 6 to be divisible by num_groups = 4",
+                "got x (2, 6, 5)"});
+  expect_error([&] { F::group_norm(x, 3, ones({5})); },
+               {"group_norm: weight has shape (5), expected (6)", "channel dimension of x (2, 6, 5)"});
+  expect_error([&] { F::group_norm(x, 3, ones({6}), ones({2})); },
+               {"group_norm: bias has shape (2), expected (6)"});
+  expect_error([&] { F::group_norm(x, 3, Tensor(), Tensor(), 0.0); }, {"group_norm: expected eps > 0"});
+  expect_error([&] { F::group_norm(randn({6}), 3); },
+               {"group_norm: expected x of shape (N, C, *) with at least 2 dimensions, got (6)"});
+  expect_error([&] { F::group_norm(x, 0); }, {"group_norm: expected num_groups > 0, got 0"});
+  expect_error([&] { nn::GroupNorm(4, 6); },
+               {"GroupNorm: expected num_channels = 6 to be divisible by num_groups = 4"});
+  nn::GroupNorm gn(3, 6);
+  expect_error([&] { gn(randn({2, 5, 3})); }, {"GroupNorm: expected x of shape (N, 6, *), got (2, 5, 3)"});
+  nn::InstanceNorm1d in1(6);
+  expect_error(
+      [&] {
+        in1(randn({2, 6, 3, 3}));
+      },
+      {"InstanceNorm1d: expected a 2-D or 3-D input, got 4-D (2, 6, 3, 3)"});
+  expect_error([&] { in1(randn({2, 5, 3})); }, {"InstanceNorm1d: expected 6 channels, got x (2, 5, 3)"});
+  nn::InstanceNorm2d in2(6);
+  expect_error([&] { in2(randn({6, 3})); }, {"InstanceNorm2d: expected a 3-D or 4-D input, got 2-D (6, 3)"});
+  nn::InstanceNorm1d tracked(6, 1e-5, 0.1, false, true);
+  expect_error([&] { tracked(randn({2, 6, 1})); }, {"InstanceNorm1d: expected more than 1 spatial element"});
+}
+
+TEST(GroupNorm, Modules) {
+  nn::GroupNorm gn(2, 4);
+  auto state = gn.state_dict();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[0].first, "weight");
+  Generator gen(1);
+  Tensor x = randn({3, 4, 6}, gen);
+  EXPECT_LE(max_abs_diff(gn(x), F::group_norm(x, 2)), 1e-7);
+  // InstanceNorm defaults: no affine, no running stats
+  nn::InstanceNorm2d in2(4);
+  EXPECT_EQ(in2.state_dict().size(), 0u);
+  Tensor x4 = randn({2, 4, 3, 3}, gen);
+  EXPECT_LE(max_abs_diff(in2(x4), F::group_norm(x4, 4)), 0.0);
+  // unbatched (C, H, W)
+  Tensor x3 = randn({4, 3, 3}, gen);
+  EXPECT_LE(max_abs_diff(in2(x3), F::group_norm(x3.unsqueeze(0), 4).squeeze(0)), 0.0);
+}
+
+TEST(GroupNorm, InstanceNormRunningStats) {
+  nn::InstanceNorm1d in(2, 1e-5, 0.1, /*affine=*/true, /*track_running_stats=*/true);
+  std::vector<std::string> names;
+  for (auto& [n, t] : in.state_dict()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                             "num_batches_tracked"}));
+  // x (2, 2, 3): instance (0,0) {1,2,3} mean 2 var_unbiased 1; (1,0) {3,5,7} mean 5 var 4;
+  //              (0,1) {0,0,6} mean 2 var 12;  (1,1) {1,1,1} mean 1 var 0
+  Tensor x = tensor({1.0, 2.0, 3.0, 0.0, 0.0, 6.0, 3.0, 5.0, 7.0, 1.0, 1.0, 1.0}).reshape({2, 2, 3});
+  in(x);
+  std::vector<double> rm = in.running_mean.to_vector<double>(), rv = in.running_var.to_vector<double>();
+  EXPECT_NEAR(rm[0], 0.1 * (2 + 5) / 2.0, 1e-6);
+  EXPECT_NEAR(rm[1], 0.1 * (2 + 1) / 2.0, 1e-6);
+  EXPECT_NEAR(rv[0], 0.9 + 0.1 * (1 + 4) / 2.0, 1e-6);
+  EXPECT_NEAR(rv[1], 0.9 + 0.1 * (12 + 0) / 2.0, 1e-6);
+  // eval: per channel with the running stats (like BatchNorm in eval)
+  in.eval();
+  std::vector<double> y = in(x).to_vector<double>();
+  EXPECT_NEAR(y[0], (1.0 - rm[0]) / std::sqrt(rv[0] + 1e-5), 1e-5);
+  EXPECT_NEAR(y[3], (0.0 - rm[1]) / std::sqrt(rv[1] + 1e-5), 1e-5);
+}

@@ -1,0 +1,146 @@
+// The Highway kernels against their scalar references, on every SIMD target this machine supports
+// (SSE4, AVX2, AVX-512 ...), with odd lengths (tails) and unaligned starts.
+#include <hwy/targets.h>
+
+#include "ops_test_util.h"
+#include "tensor/kernels/elementwise_simd.h"
+#include "tensor/kernels/reduce_simd.h"
+#include "tensor/kernels/softmax_simd.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+namespace {
+
+// Run `body` once per SIMD target the CPU supports (Highway's dispatch mock), then restore.
+template <typename F>
+int for_each_target(F&& body) {
+  int ran = 0;
+  const int64_t supported = hwy::SupportedTargets();  // before the mock narrows it
+  for (int64_t t : {int64_t(HWY_EMU128), int64_t(HWY_SSE4), int64_t(HWY_AVX2), int64_t(HWY_AVX3)}) {
+    if ((supported & t) == 0) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    hwy::SupportedTargets();  // updates the chosen target
+    SCOPED_TRACE(hwy::TargetName(t));
+    body();
+    ++ran;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::SupportedTargets();
+  return ran;
+}
+
+const std::vector<int64_t> kLengths = {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 100, 1023, 4099};
+
+}  // namespace
+
+TEST(Kernels, SumRowsMatchReferenceOnEveryTarget) {
+  Generator g(1);
+  Tensor x32 = randn({4100}, g), x64 = randn({4100}, g, DType::f64);
+  int targets = for_each_target([&] {
+    for (int64_t n : kLengths) {
+      for (int64_t start : {0, 1}) {  // start = 1: an unaligned pointer
+        const float* a = x32.data<float>() + start;
+        const double* b = x64.data<double>() + start;
+        EXPECT_NEAR(simd::sum_row(a, n), sum_row_reference(a, n), 1e-9) << n;
+        EXPECT_NEAR(simd::sum_row(b, n), sum_row_reference(b, n), 1e-9) << n;
+        EXPECT_NEAR(simd::sum_sq_dev_row(a, n, 0.3), sum_sq_dev_row_reference(a, n, 0.3), 1e-9) << n;
+        EXPECT_NEAR(simd::sum_sq_dev_row(b, n, -0.1), sum_sq_dev_row_reference(b, n, -0.1), 1e-9) << n;
+      }
+    }
+  });
+  EXPECT_GE(targets, 2);  // at least EMU128 and one x86 target
+}
+
+TEST(Kernels, ColumnSumsMatchReferenceOnEveryTarget) {
+  Generator g(2);
+  Tensor x = randn({37, 70}, g), x64 = x.to(DType::f64);
+  for_each_target([&] {
+    for (int64_t C : {1, 3, 8, 13, 64, 69}) {
+      std::vector<double> a(size_t(C), 1.0), b(size_t(C), 1.0), c(size_t(C), 1.0), d(size_t(C), 1.0);
+      simd::add_rows_to(x.data<float>() + 1, 37, C, 70, a.data());
+      add_rows_to_reference(x.data<float>() + 1, 37, C, 70, b.data());
+      simd::add_rows_to(x64.data<double>() + 1, 37, C, 70, c.data());
+      add_rows_to_reference(x64.data<double>() + 1, 37, C, 70, d.data());
+      for (int64_t k = 0; k < C; ++k) {
+        EXPECT_NEAR(a[k], b[k], 1e-12) << C;
+        EXPECT_NEAR(c[k], d[k], 1e-12) << C;
+      }
+    }
+  });
+}
+
+TEST(Kernels, SoftmaxRowsMatchReferenceOnEveryTarget) {
+  Generator g(3);
+  Tensor x = mul(randn({4200}, g), 3.0), x64 = x.to(DType::f64);
+  for_each_target([&] {
+    for (int64_t n : kLengths) {
+      if (n == 0) continue;
+      for (bool log : {false, true}) {
+        std::vector<float> y(static_cast<size_t>(n)), r(static_cast<size_t>(n));
+        ASSERT_TRUE(simd::softmax_row(x.data<float>() + 1, y.data(), n, log));
+        softmax_rows_reference(x.data<float>() + 1, r.data(), 1, n, log);
+        for (int64_t k = 0; k < n; ++k) EXPECT_NEAR(y[k], r[k], log ? 2e-5 : 2e-6) << n;
+        std::vector<double> y64(static_cast<size_t>(n)), r64(static_cast<size_t>(n));
+        ASSERT_TRUE(simd::softmax_row(x64.data<double>() + 1, y64.data(), n, log));
+        softmax_rows_reference(x64.data<double>() + 1, r64.data(), 1, n, log);
+        for (int64_t k = 0; k < n; ++k) EXPECT_NEAR(y64[k], r64[k], 1e-13) << n;
+      }
+      float lse = 0, lse_ref = 0;
+      ASSERT_TRUE(simd::logsumexp_row(x.data<float>() + 1, n, &lse));
+      logsumexp_rows_reference(x.data<float>() + 1, &lse_ref, 1, n);
+      EXPECT_NEAR(lse, lse_ref, 2e-5) << n;
+    }
+  });
+}
+
+TEST(Kernels, ElementwiseMatchesScalarOnEveryTarget) {
+  Generator g(4);
+  Tensor a = randn({1100}, g), b = add(rand({1100}, g), 0.5);
+  for_each_target([&] {
+    for (int64_t n : kLengths) {
+      if (n > 1099) continue;
+      std::vector<float> y(static_cast<size_t>(n));
+      const float* pa = a.data<float>() + 1;
+      const float* pb = b.data<float>() + 1;
+      simd::binary(2, pa, pb, y.data(), n);  // mul
+      for (int64_t k = 0; k < n; ++k) EXPECT_EQ(y[k], pa[k] * pb[k]);
+      ASSERT_TRUE(simd::unary(0, pa, y.data(), n));  // neg
+      for (int64_t k = 0; k < n; ++k) EXPECT_EQ(y[k], -pa[k]);
+    }
+  });
+}
+
+TEST(Kernels, SumMeanVarMatchDoubleReference) {
+  Generator g(5);
+  Tensor x = randn({33, 45}, g);  // column path: dims {0}; row path: dims {1}
+  auto xv = x.to_vector<double>();
+  std::vector<double> col(45, 0.0), row(33, 0.0);
+  for (int r = 0; r < 33; ++r)
+    for (int c = 0; c < 45; ++c) col[c] += xv[r * 45 + c], row[r] += xv[r * 45 + c];
+  EXPECT_LT(max_abs_diff(sum(x, {0}), from_vector(col, {45})), 1e-5);
+  EXPECT_LT(max_abs_diff(sum(x, {1}), from_vector(row, {33})), 1e-5);
+  for (double& v : col) v /= 33;
+  EXPECT_LT(max_abs_diff(mean(x, {0}), from_vector(col, {45})), 1e-6);
+  // var over dim 0 (unbiased)
+  std::vector<double> vr(45, 0.0);
+  for (int r = 0; r < 33; ++r)
+    for (int c = 0; c < 45; ++c) vr[c] += (xv[r * 45 + c] - col[c]) * (xv[r * 45 + c] - col[c]) / 32;
+  EXPECT_LT(max_abs_diff(var(x, {0}), from_vector(vr, {45})), 1e-5);
+  // A (B, T, C) tensor summed over (B, T), as sum_to does for a bias gradient.
+  Tensor y = randn({4, 5, 40}, g, DType::f64);
+  EXPECT_LT(max_abs_diff(sum(y, {0, 1}), sum(sum(y, {0}), {0})), 1e-12);
+}
+
+TEST(Kernels, ReductionsSameAtOneAndTwoThreads) {
+  Generator g(6);
+  Tensor big = randn({1 << 20}, g);
+  Tensor m = randn({2048, 600}, g);
+  std::vector<Tensor> r1, r2;
+  for (int threads : {1, 2}) {
+    ThreadsGuard guard(threads);
+    auto& r = threads == 1 ? r1 : r2;
+    r = {sum(big), sum(m, {0}), sum(m, {1}), mean(m), var(m, {1}), var(m, {0}), max(m, 0)};
+  }
+  for (size_t i = 0; i < r1.size(); ++i) EXPECT_TRUE(bitwise_equal(r1[i], r2[i])) << i;
+}
