@@ -88,7 +88,8 @@ void GroupNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   const int64_t s_main = S - S % L;
   const size_t s_rest = size_t(S - s_main);
 
-  for (int64_t r = r0; r < r1; ++r) {
+  // g: the row's group, stepped along with r (a division per row costs as much as a short row's math)
+  for (int64_t r = r0, g = r0 % G; r < r1; ++r, g = g + 1 == G ? 0 : g + 1) {
     const T* HWY_RESTRICT xr = x + r * m;
     T* HWY_RESTRICT yr = y + r * m;
     const Tail<D, T> x_tail(xr + m_main, m_rest);
@@ -116,7 +117,6 @@ void GroupNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     rstd[r] = rs;
 
     // pass 3: channel by channel
-    const int64_t g = r % G;
     if (S == 1) {
       // One value per channel (an (N, C) input): the row is the group's channels, so vectors run across
       // channels and each lane takes its own weight and bias, exactly LayerNorm's output pass.
@@ -278,8 +278,8 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   const int64_t s_main = S - S % L;
   const size_t s_rest = size_t(S - s_main);
 
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t g = r % G;
+  // g: the row's group, stepped along with r (a division per row costs as much as a short row's math)
+  for (int64_t r = r0, g = r0 % G; r < r1; ++r, g = g + 1 == G ? 0 : g + 1) {
     const A rs = rstd[r];
     const auto vmu = hn::Set(d, mean[r]);
     const auto vrs = hn::Set(d, rs);
@@ -374,6 +374,11 @@ HWY_EXPORT(GroupNormBackwardF64);
 HWY_EXPORT(GroupNormBackwardF16);
 HWY_EXPORT(GroupNormBackwardBF16);
 
+// Forward rows (groups) shorter than this run the scalar loop even in the fast path: a row shorter than one
+// AVX-512 vector is all tail for the SIMD kernel, and the scalar loop is faster there (measured: 8.5 vs 12.9
+// ns per element for rows of 8). The backward keeps the SIMD kernel at every length (it measured faster).
+constexpr int64_t kShortRow = 16;
+
 NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, int64_t G,
                              const Tensor& weight, const Tensor& bias, double eps, Impl impl) {
   NG_CHECK(x.is_contiguous(), "group_norm_forward", "expected a contiguous x");
@@ -393,6 +398,14 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
     A* prstd = s.rstd.data<A>();
     if (impl == Impl::reference) {
       group_norm_forward_reference<T, A>(px, pw, pb, py, pmean, prstd, N, C, S, G, A(eps));
+      return;
+    }
+    if (m < kShortRow) {
+      // Short rows: the scalar loop, samples in parallel (fixed chunks).
+      parallel_for(N, std::max<int64_t>(1, 16384 / (C * S)), [&](int64_t n0, int64_t n1) {
+        group_norm_forward_reference<T, A>(px + n0 * C * S, pw, pb, py + n0 * C * S, pmean + n0 * G,
+                                           prstd + n0 * G, n1 - n0, C, S, G, A(eps));
+      });
       return;
     }
     std::vector<A> ones, zeros;
