@@ -122,9 +122,9 @@ TEST(Gemm, F64MatchesNaiveOnSmallAndOddShapesInAllForms) {
 }
 
 TEST(Gemm, MatchesNaiveAcrossKBlocksAndMacroTiles) {
-  // K over one, two and three k-blocks (kc <= 768), M and N over several panels and macro-tiles.
-  sweep_shapes<float>({1, 37, 64}, {70, 300}, {769, 1540});
-  sweep_shapes<double>({29, 100}, {33, 300}, {770});
+  // K over one, two and three k-blocks (kc <= 1024), M and N over several panels and macro-tiles.
+  sweep_shapes<float>({1, 37, 64}, {70, 300}, {1025, 2100});
+  sweep_shapes<double>({29, 100}, {33, 300}, {1030});
 }
 
 TEST(Gemm, EverySimdTargetMatchesNaive) {
@@ -133,7 +133,7 @@ TEST(Gemm, EverySimdTargetMatchesNaive) {
   for (int64_t target : {int64_t(HWY_AVX3), int64_t(HWY_AVX2), int64_t(HWY_SSE4)}) {
     if ((hwy::SupportedTargets() & target) == 0) continue;
     hwy::SetSupportedTargetsForTest(target);
-    sweep_shapes<float>({1, 7, 13}, {5, 17, 40}, {3, 770});
+    sweep_shapes<float>({1, 7, 13}, {5, 17, 40}, {3, 1030});
     sweep_shapes<double>({6, 13}, {9, 33}, {5});
     ++tested;
   }
@@ -203,4 +203,22 @@ TEST(Gemm, MatmulOnTransposedViewsUsesTheFastKernelCorrectly) {
   auto x = fast.to_vector<double>(), y = ref.to_vector<double>();
   ASSERT_EQ(x.size(), size_t(45 * 33));
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4) << "at " << i;
+}
+
+TEST(Gemm, BatchedEqualsOneGemmPerItemBitwise) {
+  // Small items (run in parallel over the batch) and large ones (run one by one on all threads), with a
+  // broadcast operand (offset 0 for every item), in NT form as attention's q k^T.
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 64}, {33, 17, 9}, {300, 260, 270}}) {
+    const int64_t batch = 5;
+    auto p = make_problem<float>(false, true, M * batch, N, K, 0, 11);  // A: batch items stacked by rows
+    std::vector<int64_t> a_off(batch), b_off(batch, 0);
+    for (int64_t b = 0; b < batch; ++b) a_off[size_t(b)] = b * M * K;
+    std::vector<float> C1(size_t(batch * M * N)), C2(size_t(batch * M * N));
+    gemm_batched(false, true, batch, M, N, K, p.A.data(), a_off.data(), K, p.B.data(), b_off.data(), K,
+                 C1.data(), M * N, N, false);
+    for (int64_t b = 0; b < batch; ++b)
+      gemm(false, true, M, N, K, p.A.data() + a_off[size_t(b)], K, p.B.data(), K, C2.data() + b * M * N, N,
+           false);
+    EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << M << "x" << N << "x" << K;
+  }
 }
