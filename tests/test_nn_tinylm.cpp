@@ -184,6 +184,12 @@ TEST(Sampling, ReproducibleForASeed) {
   EXPECT_TRUE(m.is_training());  // restored
   // top_k = 1 is greedy whatever the temperature and seed.
   EXPECT_EQ(nn::generate(m, prompt, 10, 5.0, 1, 7), nn::generate(m, prompt, 10, 0.0, 0, 8));
+  // Learned positions: the context is cropped to max_seq_len, so generation can run past it.
+  auto lc = tiny(9);
+  lc.position = "learned";
+  lc.max_seq_len = 4;
+  nn::TinyLM learned(lc);
+  EXPECT_EQ(nn::generate(learned, prompt, 10, 1.0, 3, 1).size(), 13u);
   EXPECT_THROW(nn::generate(m, {}, 3), Error);
   EXPECT_THROW(nn::generate(m, {9}, 3), Error);
 }
