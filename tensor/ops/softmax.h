@@ -23,5 +23,10 @@ template <typename T>
 void softmax_rows_reference(const T* x, T* y, int64_t rows, int64_t L, bool log);
 template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t L, bool log);
+// The backward of those rows, given y = the forward output and dy; reference and fast, as above.
+template <typename T>
+void softmax_backward_rows_reference(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log);
+template <typename T>
+void softmax_backward_rows(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log);
 
 }  // namespace ng
