@@ -26,6 +26,10 @@
 
 #include <sys/resource.h>
 
+#if defined(NORMGRAD_OPENMP)
+#include <omp.h>
+#endif
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -118,30 +122,44 @@ void emit(json row) {
 
 // Peak f32 FMA GFLOP/s with `threads` threads: every thread runs the register-only loop at once.
 double measure_peak_gflops(int threads) {
-  const int64_t iters = 400000;  // about 1 ms per repetition: short enough that the best one is undisturbed
-  double flops = 0;
+  // About 1 ms per repetition: short enough that, on a busy machine, some repetition has every thread
+  // running undisturbed. The threads stay in one parallel region and meet at a barrier before and after
+  // each repetition, so the time is that of the slowest thread, without the cost of waking threads.
+  const int64_t iters = 400000;
+  const int reps = opt.quick ? 200 : 600;
+  std::vector<double> flops_per_thread(size_t(threads), 0.0);
+  double best = 1e30;
   float sink = 0;
-  // At least 0.5 s of ~1 ms repetitions even with --quick: the best one must have every thread running.
-  const double saved_min_time = opt.min_time;
-  opt.min_time = std::max(opt.min_time, 0.5);
-  Timing t = time_it([&] {
-    double total = 0;
 #if defined(NORMGRAD_OPENMP)
-#pragma omp parallel num_threads(threads) reduction(+ : total)
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
 #endif
-    {
+  {
+    int me = 0;
+#if defined(NORMGRAD_OPENMP)
+    me = omp_get_thread_num();
+#endif
+    for (int r = 0; r < reps; ++r) {
+      Clock::time_point t0;
+#if defined(NORMGRAD_OPENMP)
+#pragma omp barrier
+#pragma omp master
+#endif
+      t0 = Clock::now();
       float s = 0;
-      total += HWY_DYNAMIC_DISPATCH(ng_bench::PeakFmaF32)(iters, 1.0f + float(threads) * 1e-3f, &s);
-#if defined(NORMGRAD_OPENMP)
-#pragma omp critical
-#endif
+      flops_per_thread[size_t(me)] =
+          HWY_DYNAMIC_DISPATCH(ng_bench::PeakFmaF32)(iters, 1.0f + float(r) * 1e-6f, &s);
       sink += s;
+#if defined(NORMGRAD_OPENMP)
+#pragma omp barrier
+#pragma omp master
+#endif
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    flops = total;
-  });
-  if (sink == 12345.678f) std::cerr << "";  // keep sink alive
-  opt.min_time = saved_min_time;
-  return flops / t.best * 1e-9;
+  }
+  if (sink == 12345.678f) std::cerr << "";  // keeps the FMA results alive
+  double flops = 0;
+  for (double f : flops_per_thread) flops += f;
+  return flops / best * 1e-9;
 }
 
 // GB/s of a parallel memcpy of `bytes` bytes (counting the read and the write: 2 * bytes of traffic).

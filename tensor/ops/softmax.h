@@ -5,6 +5,8 @@
 //
 // Subtracting the row maximum m changes nothing mathematically (it cancels) but keeps every exp() in
 // (0, 1], so large logits cannot overflow to inf. f16/bf16 inputs are computed in f32 and rounded back.
+//
+// Derivations of both backwards: docs/softmax_cross_entropy.md.
 #pragma once
 
 #include "tensor/tensor.h"
