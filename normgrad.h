@@ -33,7 +33,14 @@
 #include "nn/norms/norms.h"
 
 #include "nn/activation.h"
+#include "nn/attention.h"
+#include "nn/block.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/ffn.h"
 #include "nn/linear.h"
+#include "nn/sampling.h"
+#include "nn/tinylm.h"
 
 #include "optim/adam.h"
 #include "optim/clip.h"

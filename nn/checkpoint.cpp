@@ -15,9 +15,14 @@ Tensor i64_tensor(const std::vector<int64_t>& v) {
   return from_vector(v, Shape{int64_t(v.size())});
 }
 
-bool json_equal(const std::string& a, const std::string& b) {
+// Two model configs describe the same model. A "seed" key is ignored: it only decides the initial values,
+// which loading overwrites.
+bool same_config(const std::string& a, const std::string& b) {
   try {
-    return nlohmann::json::parse(a) == nlohmann::json::parse(b);
+    nlohmann::json ja = nlohmann::json::parse(a), jb = nlohmann::json::parse(b);
+    if (ja.is_object()) ja.erase("seed");
+    if (jb.is_object()) jb.erase("seed");
+    return ja == jb;
   } catch (const std::exception&) {
     return a == b;
   }
@@ -67,7 +72,7 @@ void load_checkpoint(const std::string& path, TrainState& state) {
   if (!state.config_json.empty()) {
     auto cfg = data.metadata.find("config");
     if (cfg == data.metadata.end()) bad("the checkpoint has no config, but the model has one");
-    if (!json_equal(cfg->second, state.config_json))
+    if (!same_config(cfg->second, state.config_json))
       bad("the model config differs from the checkpoint's.\n  checkpoint: ", cfg->second,
           "\n  model:      ", state.config_json);
   }
@@ -137,17 +142,18 @@ void load_checkpoint(const std::string& path, TrainState& state) {
   }
 
   // Model and optimizer check their own names and shapes, and each changes nothing when it fails. The
-  // optimizer goes first, from a backup, so that a model that refuses its part rolls the optimizer back.
+  // model goes first (its errors say the most); if the optimizer then refuses its part, the model is
+  // restored from a copy taken before.
   try {
-    NamedTensors optim_backup;
-    if (state.optimizer) {
-      optim_backup = state.optimizer->state_dict();
-      state.optimizer->load_state_dict(optim_part);
+    NamedTensors model_backup;
+    if (state.model) {
+      for (auto& [n, t] : state.model->state_dict()) model_backup.emplace_back(n, t.detach().clone());
+      state.model->load_state_dict(model_part, true);
     }
     try {
-      if (state.model) state.model->load_state_dict(model_part, true);
+      if (state.optimizer) state.optimizer->load_state_dict(optim_part);
     } catch (const Error&) {
-      if (state.optimizer) state.optimizer->load_state_dict(optim_backup);
+      if (state.model) state.model->load_state_dict(model_backup, true);
       throw;
     }
   } catch (const Error& e) {

@@ -13,7 +13,8 @@
 //
 // Saving is atomic (temp file, fsync, rename): a failed save leaves the previous checkpoint intact.
 // Loading checks everything before changing anything: the format, the config (when the state has one, it
-// must equal the file's), every name, shape and dtype; errors name the file and list each problem.
+// must equal the file's, except for "seed", which only picks initial values), every name, shape and dtype;
+// errors name the file and list each problem. A failed load leaves the model and optimizer as they were.
 #pragma once
 
 #include <map>

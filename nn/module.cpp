@@ -12,11 +12,13 @@ Tensor Module::forward(const Tensor&) {
 }
 
 void Module::check_name(const std::string& name) const {
-  NG_CHECK(!name.empty() && name.find('.') == std::string::npos, "Module",
-           "invalid name '", name, "': names must be non-empty and contain no '.'");
+  NG_CHECK(!name.empty() && name.find('.') == std::string::npos, "Module", "invalid name '", name,
+           "': names must be non-empty and contain no '.'");
   for (const auto& [n, _] : params_) NG_CHECK(n != name, "Module", "name '", name, "' is already registered");
-  for (const auto& [n, _] : buffers_) NG_CHECK(n != name, "Module", "name '", name, "' is already registered");
-  for (const auto& [n, _] : children_) NG_CHECK(n != name, "Module", "name '", name, "' is already registered");
+  for (const auto& [n, _] : buffers_)
+    NG_CHECK(n != name, "Module", "name '", name, "' is already registered");
+  for (const auto& [n, _] : children_)
+    NG_CHECK(n != name, "Module", "name '", name, "' is already registered");
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
@@ -101,7 +103,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       continue;
     }
     if (it->second.shape() != dst.shape())
-      mismatched.push_back(name + ": expected " + shape_str(dst.shape()) + ", got " + shape_str(it->second.shape()));
+      mismatched.push_back(name + ": expected " + shape_str(dst.shape()) + ", got " +
+                           shape_str(it->second.shape()));
     else
       copies.emplace_back(dst, it->second);
     given.erase(it);

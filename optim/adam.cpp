@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "optim/adam_kernel.h"
 #include "tensor/parallel.h"
 
 namespace ng::optim {
@@ -65,27 +66,22 @@ void Adam::step() {
     const double decay = decoupled_ ? 1.0 - lr * wd : 1.0;  // AdamW's p *= (1 - lr wd)
     const bool coupled_wd = !decoupled_ && wd != 0;
 
+    AdamScalars scalars;
+    scalars.one_minus_beta1 = 1.0 - beta1;
+    scalars.beta2 = beta2;
+    scalars.one_minus_beta2 = 1.0 - beta2;
+    scalars.eps = eps;
+    scalars.step_size = step_size;
+    scalars.bias_correction2_sqrt = bias_correction2_sqrt;
+    scalars.weight_decay = wd;
+    scalars.decay = decay;
+    scalars.coupled_wd = coupled_wd;
+    scalars.decoupled = decoupled_;
+    // One pass: each element's moments and parameter are updated together (optim/adam_kernel.h; the scalar
+    // loop there, adam_update_reference, is the same update written plainly).
     NG_DISPATCH_FLOAT(p.dtype(), op.c_str(), [&]<typename scalar_t>() {
       using T = scalar_t;  // float or double: the update runs in the parameter's dtype
-      T* pp = p.data<T>();
-      const T* pg = grad.data<T>();
-      T* pm = m.data<T>();
-      T* pv = v.data<T>();
-      const T one_minus_beta1 = T(1.0 - beta1), beta2_t = T(beta2), one_minus_beta2 = T(1.0 - beta2);
-      const T wd_t = T(wd), decay_t = T(decay), eps_t = T(eps), step_size_t = T(step_size);
-      const T bc2_sqrt = T(bias_correction2_sqrt);
-      // One pass: each element's moments and parameter are updated together.
-      parallel_for(p.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) {
-          T g = pg[k];
-          if (coupled_wd) g = g + wd_t * pp[k];
-          if (decoupled_) pp[k] = pp[k] * decay_t;
-          pm[k] = pm[k] + one_minus_beta1 * (g - pm[k]);
-          pv[k] = beta2_t * pv[k] + one_minus_beta2 * g * g;
-          const T denom = std::sqrt(pv[k]) / bc2_sqrt + eps_t;
-          pp[k] = pp[k] - step_size_t * pm[k] / denom;
-        }
-      });
+      adam_update<T>(p.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), p.numel(), scalars);
     });
     p.bump_version();
     m.bump_version();

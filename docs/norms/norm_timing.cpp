@@ -8,10 +8,16 @@
 //
 // Compulsory traffic: forward reads x and writes y (2 x bytes(x)); backward reads x and dy and writes dx
 // (3 x bytes(x)); memcpy reads and writes (2 x bytes). The best of 7 runs is reported.
+//
+// Allocation: every call allocates its outputs (16 MB tensors here). glibc returns such blocks to the OS on
+// free and the next call page-faults them in again, which can cost more than the kernel itself. By default
+// this program asks glibc to keep freed memory (mallopt), so the figures are the kernels'; pass --os-alloc
+// to measure with the default allocator behaviour.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <malloc.h>
 #include <vector>
 
 #include "normgrad.h"
@@ -38,7 +44,12 @@ static void line(const char* op, int64_t rows, int64_t cols, DType dt, const cha
               op, (long long)rows, (long long)cols, dtype_name(dt), pass, s, gbs, copy_gbs, gbs / copy_gbs);
 }
 
-int main() {
+int main(int argc, char** argv) {
+  const bool os_alloc = argc > 1 && std::strcmp(argv[1], "--os-alloc") == 0;
+  if (!os_alloc) {
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);  // serve big blocks from the heap...
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);  // ...and do not give them back to the OS on free
+  }
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 1024}, {16384, 256}, {1024, 4096}};
   for (auto [rows, cols] : shapes) {
     for (DType dt : {DType::f32, DType::bf16}) {

@@ -1,7 +1,6 @@
 // BatchNorm (Ioffe, Szegedy 2015): normalize each channel with statistics taken across the batch.
 //
-// ---- 1. The formula
-// ----------------------------------------------------------------------------------------
+// ---- 1. The formula ---------------------------------------------------------------------------------------
 //
 //   x: (N, C, S)  -- S = product of the spatial dims (1 for a plain (N, C) input)
 //   per channel c, over its M = N * S values x[:, c, :]:
@@ -40,11 +39,10 @@
 #if HWY_ONCE
 namespace ng::norms {
 
-// ---- 2. The scalar reference loop
-// -------------------------------------------------------------------------- The reference computes the
-// statistics in double (it is the tests' oracle): channel c's values are x[(n * C + c) * S + s].
-// mean_in/var_in: use these (eval) instead of the batch's. x, y: (N, C, S); w, b: (C) or null; mean, var: (C)
-// f64 out; rstd: (C) out.
+// ---- 2. The scalar reference loop -------------------------------------------------------------------------
+// The reference computes the statistics in double (it is the tests' oracle). Channel c's values are
+// x[(n * C + c) * S + s]. mean_in, var_in: use these (eval) instead of the batch's.
+// x, y: (N, C, S); w, b: (C) or null; mean, var: (C) f64 out; rstd: (C) out.
 template <typename T, typename A>
 void batch_norm_forward_reference(const T* x, const A* w, const A* b, T* y, const double* mean_in,
                                   const double* var_in, double* mean, double* var, A* rstd, int64_t N,
@@ -73,8 +71,7 @@ void batch_norm_forward_reference(const T* x, const A* w, const A* b, T* y, cons
 }  // namespace ng::norms
 #endif  // HWY_ONCE
 
-// ---- 3. The fast kernel
-// ------------------------------------------------------------------------------------
+// ---- 3. The fast kernel -----------------------------------------------------------------------------------
 //
 // A channel's values are spread over the whole tensor, so (unlike LayerNorm) they cannot sit in cache while
 // we make three passes. Plan, with x read twice from memory in training and once in eval:
@@ -238,8 +235,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ng::norms {
 
-// ---- 4. The backward
-// ---------------------------------------------------------------------------------------
+// ---- 4. The backward --------------------------------------------------------------------------------------
 //
 // Channel c, its M values x_i (i runs over n and s), r = rstd_c, xhat_i = (x_i - mean) r,
 // y_i = xhat_i w + b, and g_i = dL/dxhat_i = dy_i * w (w = weight_c, one number for the whole channel).
@@ -533,19 +529,25 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
                             cm2.data() + k * C);
         }
       });
-      for (int64_t c = 0; c < C; ++c) {
-        double count = 0, mu = 0, m2 = 0;
-        for (int64_t k = 0; k < chunks.count; ++k) {
-          const double nb = double((std::min(N, (k + 1) * chunks.grain) - k * chunks.grain) * S);
-          const double mb = cmean[k * C + c], m2b = cm2[k * C + c];
-          const double total = count + nb;
-          const double delta = mb - mu;
-          mu += delta * nb / total;
-          m2 += m2b + delta * delta * count * nb / total;
-          count = total;
+      // Chan's merge, chunk after chunk; the chunk-only factors are hoisted out of the channel loop.
+      std::vector<double> mu(static_cast<size_t>(C), 0.0), m2(static_cast<size_t>(C), 0.0);
+      double count = 0;
+      for (int64_t k = 0; k < chunks.count; ++k) {
+        const double nb = double((std::min(N, (k + 1) * chunks.grain) - k * chunks.grain) * S);
+        const double total = count + nb;
+        const double frac = nb / total, corr = count * nb / total;
+        const double* mb = cmean.data() + k * C;
+        const double* m2b = cm2.data() + k * C;
+        for (int64_t c = 0; c < C; ++c) {
+          const double delta = mb[c] - mu[c];
+          mu[c] += delta * frac;
+          m2[c] += m2b[c] + delta * delta * corr;
         }
-        mean[c] = mu;
-        var[c] = m2 / count;
+        count = total;
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        mean[c] = mu[c];
+        var[c] = m2[c] / count;
       }
     }
 
@@ -661,8 +663,7 @@ void update_running_stats_per_instance(const Tensor& x, Tensor& running_mean, Te
 
 }  // namespace ng::norms
 
-// ---- 5. The autograd op
-// ------------------------------------------------------------------------------------
+// ---- 5. The autograd op -----------------------------------------------------------------------------------
 namespace ng::F {
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
@@ -739,8 +740,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 }  // namespace ng::F
 
-// ---- 6. The modules
-// ----------------------------------------------------------------------------------------
+// ---- 6. The modules ---------------------------------------------------------------------------------------
 namespace ng::nn {
 
 BatchNorm::BatchNorm(int64_t num_features_in, double eps_in, std::optional<double> momentum_in,

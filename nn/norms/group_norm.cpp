@@ -1,7 +1,6 @@
 // GroupNorm (Wu, He 2018), and InstanceNorm (Ulyanov et al. 2016) as its G = C case.
 //
-// ---- 1. The formula
-// ----------------------------------------------------------------------------------------
+// ---- 1. The formula ---------------------------------------------------------------------------------------
 //
 //   x: (N, C, S)  -- S = the product of the spatial dims (1 for a plain (N, C) input)
 //   G groups of C/G consecutive channels. One "row" is one sample's group: the C/G * S values
@@ -37,9 +36,8 @@
 #if HWY_ONCE
 namespace ng::norms {
 
-// ---- 2. The scalar reference loop
-// -------------------------------------------------------------------------- x, y: (N, C, S) contiguous; w,
-// b: (C) or null; mean, rstd: (N * G).
+// ---- 2. The scalar reference loop -------------------------------------------------------------------------
+// x, y: (N, C, S) contiguous; w, b: (C) or null; mean, rstd: (N * G).
 template <typename T, typename A>
 void group_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t N,
                                   int64_t C, int64_t S, int64_t G, A eps) {
@@ -67,10 +65,9 @@ void group_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* m
 }  // namespace ng::norms
 #endif  // HWY_ONCE
 
-// ---- 3. The fast kernel
-// ------------------------------------------------------------------------------------ Per row: pass 1 and 2
-// are LayerNorm's (shifted centred two-pass over the m contiguous values). Pass 3 walks the row channel by
-// channel and folds everything per channel into one scale and one shift:
+// ---- 3. The fast kernel -----------------------------------------------------------------------------------
+// Per row: pass 1 and 2 are LayerNorm's (shifted centred two-pass over the m contiguous values). Pass 3 walks
+// the row channel by channel and folds everything per channel into one scale and one shift:
 //   sc_c = rstd * w_c,  tc_c = b_c - d * sc_c,   y = fma(x - K, sc_c, tc_c)
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
@@ -99,18 +96,17 @@ void GroupNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // pass 1: sum of (x - K)
     const A K = hn::GetLane(Tail<D, T>(xr, 1).load(d));
     const auto vK = hn::Set(d, K);
-    auto sum = hn::Zero(d);
-    for (int64_t i = 0; i < m_main; i += L) sum = hn::Add(sum, hn::Sub(LoadAs(d, xr + i), vK));
+    auto sum = Accumulate4(d, xr, m_main,
+                           [&](hn::Vec<D> acc, hn::Vec<D> v) { return hn::Add(acc, hn::Sub(v, vK)); });
     if (m_rest) sum = hn::Add(sum, hn::IfThenElseZero(m_mask, hn::Sub(x_tail.load(d), vK)));
     const A dmean = ReduceSum(d, sum) / A(m);
 
     // pass 2: sum of ((x - K) - d)^2
     const auto vd = hn::Set(d, dmean);
-    auto m2 = hn::Zero(d);
-    for (int64_t i = 0; i < m_main; i += L) {
-      const auto c = hn::Sub(hn::Sub(LoadAs(d, xr + i), vK), vd);
-      m2 = hn::MulAdd(c, c, m2);
-    }
+    auto m2 = Accumulate4(d, xr, m_main, [&](hn::Vec<D> acc, hn::Vec<D> v) {
+      const auto c = hn::Sub(hn::Sub(v, vK), vd);
+      return hn::MulAdd(c, c, acc);
+    });
     if (m_rest) {
       const auto c = hn::IfThenElseZero(m_mask, hn::Sub(hn::Sub(x_tail.load(d), vK), vd));
       m2 = hn::MulAdd(c, c, m2);
@@ -145,8 +141,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ng::norms {
 
-// ---- 4. The backward
-// ---------------------------------------------------------------------------------------
+// ---- 4. The backward --------------------------------------------------------------------------------------
 //
 // Within one row (n, g) this is LayerNorm's backward with m values, except that the weight multiplying xhat
 // belongs to the channel: g_i = dy_i * w_c(i). Same steps (see layer_norm.cpp for each one):
@@ -385,8 +380,7 @@ NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
 
 }  // namespace ng::norms
 
-// ---- 5. The autograd op
-// ------------------------------------------------------------------------------------
+// ---- 5. The autograd op -----------------------------------------------------------------------------------
 namespace ng::F {
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
@@ -433,8 +427,7 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
 
 }  // namespace ng::F
 
-// ---- 6. The modules
-// ----------------------------------------------------------------------------------------
+// ---- 6. The modules ---------------------------------------------------------------------------------------
 namespace ng::nn {
 
 GroupNorm::GroupNorm(int64_t num_groups_in, int64_t num_channels_in, double eps_in, bool affine)

@@ -1,7 +1,6 @@
 // LayerNorm (Ba, Kiros, Hinton 2016): normalize every sample over its own features.
 //
-// ---- 1. The formula
-// ----------------------------------------------------------------------------------------
+// ---- 1. The formula ---------------------------------------------------------------------------------------
 //
 //   x: (rows, n)  -- every leading dim is a row, the trailing normalized_shape is flattened into n
 //
@@ -38,8 +37,7 @@
 #if HWY_ONCE
 namespace ng::norms {
 
-// ---- 2. The scalar reference loop
-// --------------------------------------------------------------------------
+// ---- 2. The scalar reference loop -------------------------------------------------------------------------
 //
 // T: storage type of x and y (float, double, f16, bf16); A: compute type (double for double, else float).
 // x, y: (rows, n); w, b: (n) or null; mean, rstd: (rows).
@@ -69,12 +67,11 @@ void layer_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* m
 }  // namespace ng::norms
 #endif  // HWY_ONCE
 
-// ---- 3. The fast kernel (Highway SIMD per row, OpenMP over rows)
-// --------------------------------------------
+// ---- 3. The fast kernel (Highway SIMD per row, OpenMP over rows) ------------------------------------------
 //
 // Per row, three passes over x. The row (up to tens of KB) stays in L1/L2 after the first pass, so memory is
 // read once and y written once: the compulsory traffic.
-//   pass 1: d   = mean(x - K), K = x_0           (vector accumulator)
+//   pass 1: d   = mean(x - K), K = x_0           (four vector accumulators)
 //   pass 2: var = mean(((x - K) - d)^2)
 //   pass 3: y   = fma(fma(x - K, rstd, -d * rstd), w, b)
 // Pass 3 folds the per-row scale: after the subtract, each output costs two FMAs. (Folding K into the FMA,
@@ -103,18 +100,17 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // pass 1: sum of (x - K)
     const A K = hn::GetLane(Tail<D, T>(xr, 1).load(d));
     const auto vK = hn::Set(d, K);
-    auto sum = hn::Zero(d);
-    for (int64_t i = 0; i < n_main; i += L) sum = hn::Add(sum, hn::Sub(LoadAs(d, xr + i), vK));
+    auto sum = Accumulate4(d, xr, n_main,
+                           [&](hn::Vec<D> acc, hn::Vec<D> v) { return hn::Add(acc, hn::Sub(v, vK)); });
     if (rest) sum = hn::Add(sum, hn::IfThenElseZero(tail_mask, hn::Sub(x_tail.load(d), vK)));
     const A dmean = ReduceSum(d, sum) / A(n);
 
     // pass 2: sum of ((x - K) - d)^2
     const auto vd = hn::Set(d, dmean);
-    auto m2 = hn::Zero(d);
-    for (int64_t i = 0; i < n_main; i += L) {
-      const auto c = hn::Sub(hn::Sub(LoadAs(d, xr + i), vK), vd);
-      m2 = hn::MulAdd(c, c, m2);
-    }
+    auto m2 = Accumulate4(d, xr, n_main, [&](hn::Vec<D> acc, hn::Vec<D> v) {
+      const auto c = hn::Sub(hn::Sub(v, vK), vd);
+      return hn::MulAdd(c, c, acc);
+    });
     if (rest) {
       const auto c = hn::IfThenElseZero(tail_mask, hn::Sub(hn::Sub(x_tail.load(d), vK), vd));
       m2 = hn::MulAdd(c, c, m2);
@@ -146,8 +142,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ng::norms {
 
-// ---- 4. The backward
-// ---------------------------------------------------------------------------------------
+// ---- 4. The backward --------------------------------------------------------------------------------------
 //
 // Given dy = dL/dy for one row, find dL/dx, dL/dweight, dL/dbias. Write r = rstd, and
 //   g_i = dL/dxhat_i = dy_i * w_i                                 (y_i = xhat_i w_i + b_i)
@@ -406,8 +401,7 @@ NormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
 
 }  // namespace ng::norms
 
-// ---- 5. The autograd op
-// ------------------------------------------------------------------------------------
+// ---- 5. The autograd op -----------------------------------------------------------------------------------
 namespace ng::F {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -454,8 +448,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 }  // namespace ng::F
 
-// ---- 6. The module
-// ------------------------------------------------------------------------------------------
+// ---- 6. The module ----------------------------------------------------------------------------------------
 namespace ng::nn {
 
 LayerNorm::LayerNorm(Shape normalized_shape_in, double eps_in, bool elementwise_affine, bool use_bias)

@@ -1,7 +1,6 @@
 // RMSNorm (Zhang, Sennrich 2019): LayerNorm without the mean. Used by LLaMA, MiniMind and most recent LLMs.
 //
-// ---- 1. The formula
-// ----------------------------------------------------------------------------------------
+// ---- 1. The formula ---------------------------------------------------------------------------------------
 //
 //   x: (rows, n)  -- every leading dim is a row, n = the last dim
 //
@@ -45,8 +44,8 @@
 #if HWY_ONCE
 namespace ng::norms {
 
-// ---- 2. The scalar reference loop
-// -------------------------------------------------------------------------- x, y: (rows, n); w: (n) or null;
+// ---- 2. The scalar reference loop -------------------------------------------------------------------------
+// x, y: (rows, n); w: (n) or null;
 // rstd: (rows).
 template <typename T, typename A>
 void rms_norm_forward_reference(const T* x, const A* w, T* y, A* rstd, int64_t rows, int64_t n, A eps) {
@@ -62,10 +61,9 @@ void rms_norm_forward_reference(const T* x, const A* w, T* y, A* rstd, int64_t r
 }  // namespace ng::norms
 #endif  // HWY_ONCE
 
-// ---- 3. The fast kernel
-// ------------------------------------------------------------------------------------ Per row, two passes
-// over x (the row stays in cache for the second):
-//   pass 1: ms = mean(x^2)                    (one vector accumulator, FMA)
+// ---- 3. The fast kernel -----------------------------------------------------------------------------------
+// Per row, two passes over x (the row stays in cache for the second):
+//   pass 1: ms = mean(x^2)                    (four vector accumulators, FMA)
 //   pass 2: y  = (x * rstd) * w               (two multiplies per element)
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
@@ -86,11 +84,7 @@ void RMSNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
     const Tail<D, T> x_tail(xr + n_main, rest);  // zero-padded: adds 0 to the sum of squares
 
     // pass 1
-    auto ss = hn::Zero(d);
-    for (int64_t i = 0; i < n_main; i += L) {
-      const auto v = LoadAs(d, xr + i);
-      ss = hn::MulAdd(v, v, ss);
-    }
+    auto ss = Accumulate4(d, xr, n_main, [](hn::Vec<D> acc, hn::Vec<D> v) { return hn::MulAdd(v, v, acc); });
     if (rest) {
       const auto v = x_tail.load(d);
       ss = hn::MulAdd(v, v, ss);
@@ -115,8 +109,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ng::norms {
 
-// ---- 4. The backward
-// ---------------------------------------------------------------------------------------
+// ---- 4. The backward --------------------------------------------------------------------------------------
 //
 // One row, r = rstd, xhat_i = x_i * r, y_i = xhat_i * w_i, and g_i = dL/dxhat_i = dy_i * w_i.
 //
@@ -324,8 +317,7 @@ NormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& rst
 
 }  // namespace ng::norms
 
-// ---- 5. The autograd op
-// ------------------------------------------------------------------------------------
+// ---- 5. The autograd op -----------------------------------------------------------------------------------
 namespace ng::F {
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
@@ -361,8 +353,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 
 }  // namespace ng::F
 
-// ---- 6. The module
-// ------------------------------------------------------------------------------------------
+// ---- 6. The module ----------------------------------------------------------------------------------------
 namespace ng::nn {
 
 RMSNorm::RMSNorm(int64_t dim_in, double eps_in, bool elementwise_affine) : dim(dim_in), eps(eps_in) {

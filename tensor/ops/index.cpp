@@ -61,16 +61,20 @@ template <typename T>
 void scatter_add(const T* dout, const Split& p, const int64_t* idx, int64_t K, T* dx) {
   constexpr int64_t kCols = 256;  // column chunk per task
   const int64_t chunks = (p.inner + kCols - 1) / kCols;
-  parallel_for(p.outer * chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t task = b; task < e; ++task) {
-      const int64_t o = task / chunks, c0 = (task % chunks) * kCols, c1 = std::min(p.inner, c0 + kCols);
-      for (int64_t j = 0; j < K; ++j) {
-        const T* src = dout + (o * K + j) * p.inner;
-        T* dst = dx + (o * p.n + idx[j]) * p.inner;
-        for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
-      }
-    }
-  });
+  // About 4096 element-adds per task at least, so a small gradient runs without a parallel region.
+  const int64_t per_task = K * std::min(p.inner, kCols);
+  parallel_for(p.outer * chunks, std::max<int64_t>(1, 4096 / std::max<int64_t>(per_task, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t task = b; task < e; ++task) {
+                   const int64_t o = task / chunks, c0 = (task % chunks) * kCols,
+                                 c1 = std::min(p.inner, c0 + kCols);
+                   for (int64_t j = 0; j < K; ++j) {
+                     const T* src = dout + (o * K + j) * p.inner;
+                     T* dst = dx + (o * p.n + idx[j]) * p.inner;
+                     for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+                   }
+                 }
+               });
 }
 
 // dx (shape in_shape, dtype dt) = scatter_add of dout (outer, K, inner). Half dtypes accumulate in f32.

@@ -169,7 +169,8 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
     T* py = y.data<T>();
     T* pm = m.data<T>();
     const int64_t L = p.L;
-    parallel_for(p.rows, 1, [&](int64_t b, int64_t e) {
+    // Grain: about 4096 elements per task, so a small tensor does not pay for a parallel region.
+    parallel_for(p.rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(L, 1)), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* row = px + r * L;
         double mu = simd::sum_row(row, L) / double(L);  // two passes: centred, so no cancellation
@@ -199,7 +200,7 @@ static Tensor argmax_rows(const Tensor& x, const Plan& p, const char* op) {
     using T = scalar_t;
     const T* px = rows.data<T>();
     int64_t* pi = idx.data<int64_t>();
-    parallel_for(p.rows, 64, [&](int64_t b, int64_t e) {
+    parallel_for(p.rows, std::max<int64_t>(1, 4096 / p.L), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* row = px + r * p.L;
         int64_t best = 0;

@@ -1,0 +1,419 @@
+// normgrad_bench: how close normgrad's kernels come to what this machine can do.
+//
+// Every figure is printed next to a baseline measured IN THE SAME RUN, never typed in:
+//   - peak f32 FMA throughput: a register-only FMA loop (bench/peak_fma-inl.h), per thread count;
+//   - a memory copy of the same number of bytes as the benchmarked tensor (read + write, GB/s).
+// Compute-bound work (matmul) is reported as GFLOP/s and % of peak; memory-bound work (norms, softmax,
+// Adam) as GB/s of compulsory traffic (every input read once, every output written once) and as a ratio
+// to the copy's GB/s.
+//
+// Usage:
+//   normgrad_bench                 readable table on stdout
+//   normgrad_bench --json          one JSON object per line on stdout (the table goes to stderr)
+//   --threads N (default 2)        thread count of the main figures; scaling entries also run 1 thread
+//   --filter matmul,rms_norm       only entries whose name contains one of the comma-separated words
+//   --quick                        fewer shapes and repetitions (a smoke run, seconds)
+//
+// Timing: each case runs once to warm up, then repeats until it has run >= 3 times and >= --min-time
+// seconds; `seconds` is the best repetition (the least disturbed by other processes), `median` is also
+// printed. On a shared machine compare ratios taken in the same run, not absolute numbers across runs.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "bench/peak_fma-inl.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "bench/peak_fma-inl.h"
+#include "hwy/highway.h"
+
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "normgrad.h"
+#include "nn/norms/norms.h"
+#include "optim/adam.h"
+#include "tensor/ops/loss.h"
+#include "tensor/ops/softmax.h"
+#include "tensor/kernels/gemm.h"
+
+// foreach_target.h compiled peak_fma-inl.h once per SIMD target; this is the dispatch table.
+namespace ng_bench {
+HWY_EXPORT(PeakFmaF32);
+}  // namespace ng_bench
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int threads = 2;
+  bool json = false;
+  bool quick = false;
+  double min_time = 0.3;
+  std::vector<std::string> filters;
+};
+Options opt;
+
+// ---- timing -----------------------------------------------------------------------------------------
+
+struct Timing {
+  double best = 0, median = 0;
+  int reps = 0;
+};
+
+Timing time_it(const std::function<void()>& fn) {
+  fn();  // warm-up: first-touch page faults, caches, thread pool start
+  std::vector<double> t;
+  const auto start = Clock::now();
+  while (t.size() < 3 ||
+         (std::chrono::duration<double>(Clock::now() - start).count() < opt.min_time && t.size() < 10000)) {
+    const auto t0 = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return {t.front(), t[t.size() / 2], int(t.size())};
+}
+
+bool selected(const std::string& name) {
+  if (opt.filters.empty()) return true;
+  for (const auto& f : opt.filters)
+    if (name.find(f) != std::string::npos) return true;
+  return false;
+}
+
+// ---- output -----------------------------------------------------------------------------------------
+
+std::vector<json> g_rows;
+
+std::string fmt(double v, int prec = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+void emit(json row) {
+  if (opt.json) {
+    std::cout << row.dump() << std::endl;
+  } else {
+    std::cerr << "  " << row.value("name", std::string()) << " t=" << row.value("threads", 0) << ": "
+              << fmt(row.value("seconds", 0.0) * 1e3, 3) << " ms" << std::endl;  // progress
+  }
+  g_rows.push_back(std::move(row));
+}
+
+// ---- baselines --------------------------------------------------------------------------------------
+
+// Peak f32 FMA GFLOP/s with `threads` threads: every thread runs the register-only loop at once.
+double measure_peak_gflops(int threads) {
+  const int64_t iters = 400000;  // about 1 ms per repetition: short enough that the best one is undisturbed
+  double flops = 0;
+  float sink = 0;
+  // At least 0.5 s of ~1 ms repetitions even with --quick: the best one must have every thread running.
+  const double saved_min_time = opt.min_time;
+  opt.min_time = std::max(opt.min_time, 0.5);
+  Timing t = time_it([&] {
+    double total = 0;
+#if defined(NORMGRAD_OPENMP)
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+#endif
+    {
+      float s = 0;
+      total += HWY_DYNAMIC_DISPATCH(ng_bench::PeakFmaF32)(iters, 1.0f + float(threads) * 1e-3f, &s);
+#if defined(NORMGRAD_OPENMP)
+#pragma omp critical
+#endif
+      sink += s;
+    }
+    flops = total;
+  });
+  if (sink == 12345.678f) std::cerr << "";  // keep sink alive
+  opt.min_time = saved_min_time;
+  return flops / t.best * 1e-9;
+}
+
+// GB/s of a parallel memcpy of `bytes` bytes (counting the read and the write: 2 * bytes of traffic).
+// The copy is cut into the same fixed chunks any normgrad kernel would use.
+double measure_copy_gbps(size_t bytes) {
+  static std::vector<char> src, dst;
+  if (src.size() < bytes) {
+    src.assign(bytes, 1);
+    dst.assign(bytes, 0);
+  }
+  const int64_t chunk = 1 << 16;
+  Timing t = time_it([&] {
+    ng::parallel_for(int64_t(bytes), chunk, [&](int64_t b, int64_t e) {
+      std::memcpy(dst.data() + b, src.data() + b, size_t(e - b));
+    });
+  });
+  return 2.0 * double(bytes) / t.best * 1e-9;
+}
+
+// ---- matmul -----------------------------------------------------------------------------------------
+
+struct MatmulShape {
+  int64_t M, K, N;
+};
+
+// C (M x N) = op(A) (M x K) * op(B) (K x N) in the stored forms the backward needs:
+//   NN: C = A B (forward), NT: C = A B^T (dA = dC W^T), TN: C = A^T B (dW = X^T dC).
+void bench_matmul(const std::vector<double>& peak_by_threads) {
+  std::vector<MatmulShape> shapes = {
+      {1024, 1024, 1024}, {2048, 2048, 2048}, {1024, 256, 768}, {1024, 1024, 256}, {1024, 256, 1000}};
+  if (opt.quick) shapes = {{1024, 1024, 1024}, {1024, 256, 768}};
+  for (const auto& s : shapes) {
+    for (const char* form : {"NN", "NT", "TN"}) {
+      const bool ta = form[0] == 'T', tb = form[1] == 'T';
+      const std::string shape = std::to_string(s.M) + "x" + std::to_string(s.K) + "x" + std::to_string(s.N);
+      const std::string name = std::string("matmul/") + shape + "/" + form;
+      if (!selected(name)) continue;
+      std::vector<float> A(size_t(s.M * s.K)), B(size_t(s.K * s.N)), C(size_t(s.M * s.N));
+      for (size_t i = 0; i < A.size(); ++i) A[i] = float(int(i % 13) - 6) * 0.01f;
+      for (size_t i = 0; i < B.size(); ++i) B[i] = float(int(i % 7) - 3) * 0.01f;
+      const int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
+      const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
+      // The main thread count, and 1 thread for the scaling figure (NN only, to keep the run short).
+      std::vector<int> thread_counts = {opt.threads};
+      if (std::string(form) == "NN" && opt.threads != 1) thread_counts.push_back(1);
+      double t_main = 0;
+      for (int threads : thread_counts) {
+        ng::set_num_threads(threads);
+        Timing t = time_it(
+            [&] { ng::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), s.N, false); });
+        const double gflops = flops / t.best * 1e-9;
+        const double peak = peak_by_threads[size_t(threads)];
+        json row = {{"bench", "matmul"},     {"name", name},           {"shape", shape},
+                    {"form", form},          {"dtype", "f32"},         {"threads", threads},
+                    {"seconds", t.best},     {"median", t.median},     {"reps", t.reps},
+                    {"gflops", gflops},      {"baseline", "peak_fma"}, {"baseline_gflops", peak},
+                    {"ratio", gflops / peak}};
+        if (threads == opt.threads) t_main = t.best;
+        if (threads == 1 && opt.threads != 1) row["scaling"] = t.best / t_main;
+        emit(row);
+      }
+    }
+  }
+  ng::set_num_threads(opt.threads);
+}
+
+// ---- memory-bound entries: GB/s of compulsory traffic against a same-size copy --------------------
+
+// One memory-bound measurement: `bytes_moved` is the compulsory traffic (every input read once, every
+// output written once); `tensor_bytes` is the size of the main tensor, which the copy baseline copies.
+void emit_bandwidth(const std::string& bench, const std::string& name, const std::string& shape,
+                    const std::string& dtype, const std::string& pass, double tensor_bytes,
+                    double bytes_moved, const Timing& t) {
+  static std::map<std::pair<size_t, int>, double> copy_cache;  // (bytes, threads) -> GB/s
+  const auto key = std::make_pair(size_t(tensor_bytes), ng::num_threads());
+  if (!copy_cache.count(key)) copy_cache[key] = measure_copy_gbps(size_t(tensor_bytes));
+  const double copy = copy_cache[key];
+  const double gbps = bytes_moved / t.best * 1e-9;
+  emit({{"bench", bench},
+        {"name", name},
+        {"shape", shape},
+        {"dtype", dtype},
+        {"pass", pass},
+        {"threads", ng::num_threads()},
+        {"seconds", t.best},
+        {"median", t.median},
+        {"reps", t.reps},
+        {"bytes", bytes_moved},
+        {"gbps", gbps},
+        {"baseline", "copy"},
+        {"copy_bytes", tensor_bytes},
+        {"copy_gbps", copy},
+        {"ratio", gbps / copy}});
+}
+
+std::string shape_name(int64_t rows, int64_t cols) {
+  return std::to_string(rows) + "x" + std::to_string(cols);
+}
+
+// LayerNorm, RMSNorm, BatchNorm and GroupNorm forward, backward and both, on the raw kernels (no autograd
+// bookkeeping): ng::norms::<norm>_forward / _backward, the pair the autograd node calls.
+//   compulsory traffic, with E = x's element size and n = rows x cols:
+//     fwd:  read x, write y                          2 n E   (+ the per-row statistics and weights)
+//     bwd:  read dy and x, write dx                  3 n E
+//     both: 5 n E
+void bench_norms() {
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 1024}, {16384, 256}, {1024, 4096}};
+  if (opt.quick) shapes = {{4096, 1024}};
+  for (const char* norm : {"layer_norm", "rms_norm", "batch_norm", "group_norm"}) {
+    for (auto [rows, cols] : shapes) {
+      for (ng::DType dt : {ng::DType::f32, ng::DType::bf16}) {
+        const std::string dname = ng::dtype_name(dt), shape = shape_name(rows, cols);
+        const std::string base = std::string(norm) + "/" + shape + "/" + dname;
+        if (!selected(base + "/fwd") && !selected(base + "/bwd") && !selected(base + "/fwd+bwd")) continue;
+        ng::Generator g(1);
+        const ng::Tensor x = ng::randn({rows, cols}, g).to(dt);
+        const ng::Tensor dy = ng::randn({rows, cols}, g).to(dt);
+        const std::string n = norm;
+        // Per-channel parameters in the compute dtype (f32 for bf16 x). GroupNorm: 32 groups of channels.
+        const int64_t C = cols, G = 32;
+        const ng::Tensor w = ng::ones({C}), b = ng::zeros({C});
+        auto forward = [&]() -> ng::norms::NormStats {
+          if (n == "layer_norm") return ng::norms::layer_norm_forward(x, cols, w, b, 1e-5);
+          if (n == "rms_norm") return ng::norms::rms_norm_forward(x, cols, w, 1e-5);
+          if (n == "batch_norm")
+            return ng::norms::batch_norm_forward(x, rows, C, 1, w, b, ng::Tensor(), ng::Tensor(), 1e-5);
+          return ng::norms::group_norm_forward(x, rows, C, 1, G, w, b, 1e-5);
+        };
+        auto backward = [&](const ng::norms::NormStats& st) {
+          if (n == "layer_norm")
+            return ng::norms::layer_norm_backward(dy, x, st.mean, st.rstd, w, true, true, true);
+          if (n == "rms_norm") return ng::norms::rms_norm_backward(dy, x, st.rstd, w, true, true);
+          if (n == "batch_norm")
+            return ng::norms::batch_norm_backward(dy, x, st.mean, st.rstd, w, rows, C, 1, true, true, true,
+                                                  true);
+          return ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, rows, C, 1, G, true, true, true);
+        };
+        const double E = double(ng::dtype_size(dt)), numel = double(rows * cols);
+        const ng::norms::NormStats saved = forward();
+        if (selected(base + "/fwd")) {
+          Timing t = time_it([&] { forward(); });
+          emit_bandwidth(norm, base + "/fwd", shape, dname, "fwd", numel * E, 2 * numel * E, t);
+        }
+        if (selected(base + "/bwd")) {
+          Timing t = time_it([&] { backward(saved); });
+          emit_bandwidth(norm, base + "/bwd", shape, dname, "bwd", numel * E, 3 * numel * E, t);
+        }
+        if (selected(base + "/fwd+bwd")) {
+          Timing t = time_it([&] { backward(forward()); });
+          emit_bandwidth(norm, base + "/fwd+bwd", shape, dname, "fwd+bwd", numel * E, 5 * numel * E, t);
+        }
+      }
+    }
+  }
+}
+
+// softmax over the last dim (the fast row kernel), cross-entropy forward + backward (through autograd, as
+// the trainer calls it), and one Adam step.
+//   softmax fwd:         read x, write y                                     2 n E
+//   cross-entropy f+b:   read logits (forward), read logits + write dlogits  3 n E
+//   Adam step:           read p, g, m, v; write p, m, v                      7 n E
+void bench_softmax_loss_adam() {
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 1024}, {1024, 4096}};
+  if (opt.quick) shapes = {{4096, 1024}};
+  for (auto [rows, cols] : shapes) {
+    const std::string shape = shape_name(rows, cols);
+    const double numel = double(rows * cols), E = 4;
+    ng::Generator g(2);
+    const std::string sm = "softmax/" + shape + "/f32/fwd";
+    if (selected(sm)) {
+      ng::Tensor x = ng::randn({rows, cols}, g), y = ng::empty({rows, cols});
+      Timing t = time_it([&] { ng::softmax_rows(x.data<float>(), y.data<float>(), rows, cols, false); });
+      emit_bandwidth("softmax", sm, shape, "f32", "fwd", numel * E, 2 * numel * E, t);
+    }
+    const std::string ce = "cross_entropy/" + shape + "/f32/fwd+bwd";
+    if (selected(ce)) {
+      ng::Tensor logits = ng::randn({rows, cols}, g).requires_grad_();
+      std::vector<int64_t> tg(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) tg[size_t(r)] = (r * 7919) % cols;
+      ng::Tensor targets = ng::from_vector(tg, {rows});
+      Timing t = time_it([&] {
+        logits.zero_grad();
+        ng::cross_entropy(logits, targets).backward();
+      });
+      emit_bandwidth("cross_entropy", ce, shape, "f32", "fwd+bwd", numel * E, 3 * numel * E, t);
+    }
+    const std::string ad = "adam_step/" + shape + "/f32";
+    if (selected(ad)) {
+      ng::Tensor p = ng::randn({rows, cols}, g).requires_grad_();
+      p.set_grad(ng::randn({rows, cols}, g));
+      ng::optim::Adam adam(std::vector<ng::Tensor>{p});
+      Timing t = time_it([&] { adam.step(); });
+      emit_bandwidth("adam", ad, shape, "f32", "step", numel * E, 7 * numel * E, t);
+    }
+  }
+}
+
+// ---- the table --------------------------------------------------------------------------------------
+
+void print_table(std::ostream& os) {
+  os << "\n";
+  os << "| entry | threads | time (ms) | figure | baseline | ratio |\n";
+  os << "|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : g_rows) {
+    const std::string b = r.value("bench", std::string());
+    os << "| " << r.value("name", std::string()) << " | " << r.value("threads", 0) << " | "
+       << fmt(r.value("seconds", 0.0) * 1e3, 3) << " | ";
+    if (b == "peak_fma") {
+      os << fmt(r.value("gflops", 0.0)) << " GFLOP/s | (baseline) | |\n";
+    } else if (b == "matmul") {
+      os << fmt(r.value("gflops", 0.0)) << " GFLOP/s | " << fmt(r.value("baseline_gflops", 0.0))
+         << " GFLOP/s peak | " << fmt(100 * r.value("ratio", 0.0)) << "% peak";
+      if (r.contains("scaling"))
+        os << ", 1->" << opt.threads << " threads: " << fmt(r["scaling"].get<double>(), 2) << "x";
+      os << " |\n";
+    } else if (r.contains("gbps")) {
+      os << fmt(r.value("gbps", 0.0)) << " GB/s | " << fmt(r.value("copy_gbps", 0.0)) << " GB/s copy | "
+         << fmt(100 * r.value("ratio", 0.0)) << "% copy |\n";
+    } else {
+      os << r.value("figure", std::string()) << " | " << r.value("baseline_text", std::string()) << " | "
+         << r.value("ratio_text", std::string()) << " |\n";
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "normgrad_bench: normgrad's kernels against this machine's measured FMA peak and copy bandwidth"};
+  std::string filter;
+  app.add_option("--threads", opt.threads, "threads for the main figures (scaling entries also run 1)");
+  app.add_flag("--json", opt.json, "one JSON object per line on stdout; the table goes to stderr");
+  app.add_option("--filter", filter, "comma-separated substrings; run only entries whose name has one");
+  app.add_flag("--quick", opt.quick, "fewer shapes and repetitions");
+  app.add_option("--min-time", opt.min_time,
+                 "seconds of repetitions per entry (default 0.3, 0.05 with --quick)");
+  CLI11_PARSE(app, argc, argv);
+  if (opt.quick && app.count("--min-time") == 0) opt.min_time = 0.05;
+  std::stringstream ss(filter);
+  for (std::string f; std::getline(ss, f, ',');)
+    if (!f.empty()) opt.filters.push_back(f);
+  if (opt.threads < 1) opt.threads = 1;
+
+  const auto start = Clock::now();
+
+  // Baseline 1: peak FMA, for 1 thread and for the main thread count.
+  std::vector<double> peak(size_t(opt.threads) + 1, 0.0);
+  for (int threads : {1, opt.threads}) {
+    if (peak[size_t(threads)] > 0) continue;
+    peak[size_t(threads)] = measure_peak_gflops(threads);
+    emit({{"bench", "peak_fma"},
+          {"name", "peak_fma/f32"},
+          {"threads", threads},
+          {"seconds", 0.0},
+          {"gflops", peak[size_t(threads)]}});
+  }
+  ng::set_num_threads(opt.threads);
+
+  bench_matmul(peak);
+  bench_norms();
+  bench_softmax_loss_adam();
+
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+  emit({{"bench", "process"},
+        {"name", "bench/peak_rss"},
+        {"threads", opt.threads},
+        {"seconds", total},
+        {"peak_rss_mb", double(ru.ru_maxrss) / 1024.0},
+        {"figure", fmt(double(ru.ru_maxrss) / 1024.0) + " MB peak RSS"},
+        {"baseline_text", "total run " + fmt(total) + " s"}});
+  print_table(opt.json ? std::cerr : std::cout);
+  return 0;
+}

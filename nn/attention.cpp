@@ -1,0 +1,119 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "nn/norms/rms_norm.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/index.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/softmax.h"
+
+namespace ng::nn {
+
+AttentionConfig AttentionConfig::lesson_original(int64_t dim, int64_t n_heads) {
+  AttentionConfig c;
+  c.dim = dim;
+  c.n_heads = n_heads;
+  c.causal = false;  // unmasked: every position sees every other, the target included (docs/attention.md)
+  c.bias = true;
+  c.rope = false;  // no position information at all
+  return c;
+}
+
+CausalSelfAttention::CausalSelfAttention(const AttentionConfig& cfg, Generator& gen, Generator& dropout_gen)
+    : config(cfg) {
+  const int64_t C = cfg.dim, NH = cfg.n_heads, NKV = cfg.kv_heads();
+  NG_CHECK(C > 0 && NH > 0 && C % NH == 0, "CausalSelfAttention", "dim ", C,
+           " must be a positive multiple of ", "n_heads ", NH);
+  NG_CHECK(NKV > 0 && NH % NKV == 0, "CausalSelfAttention", "n_heads ", NH,
+           " must be a multiple of n_kv_heads ", NKV);
+  const int64_t HS = C / NH;
+  NG_CHECK(!cfg.rope || HS % 2 == 0, "CausalSelfAttention", "RoPE needs an even head size, got ", HS);
+
+  q_proj = register_module("q_proj", std::make_shared<Linear>(C, NH * HS, cfg.bias, gen));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(C, NKV * HS, cfg.bias, gen));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(C, NKV * HS, cfg.bias, gen));
+  o_proj = register_module("o_proj", std::make_shared<Linear>(NH * HS, C, cfg.bias, gen));
+  if (cfg.qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<RMSNorm>(HS, cfg.norm_eps));
+    k_norm = register_module("k_norm", std::make_shared<RMSNorm>(HS, cfg.norm_eps));
+  }
+  attn_dropout = register_module("attn_dropout", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
+  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
+}
+
+const RopeTables& CausalSelfAttention::rope_for(int64_t T, DType dtype) {
+  auto key = std::make_pair(T, int(dtype));
+  auto it = rope_cache_.find(key);
+  if (it == rope_cache_.end())
+    it = rope_cache_.emplace(key, rope_tables(T, config.head_size(), config.rope_theta, dtype)).first;
+  return it->second;
+}
+
+const Tensor& CausalSelfAttention::mask_for(int64_t T) {
+  auto it = mask_cache_.find(T);
+  if (it == mask_cache_.end()) {
+    // mask[t, s] = 1 where s > t: position t must not see the future position s.
+    std::vector<double> m(size_t(T * T), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t s = t + 1; s < T; ++s) m[size_t(t * T + s)] = 1.0;
+    it = mask_cache_.emplace(T, from_vector(m, Shape{T, T}, DType::f32)).first;
+  }
+  return it->second;
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  NG_CHECK(x.dim() == 3 && x.size(2) == config.dim, "CausalSelfAttention", "expected x of shape (B, T, ",
+           config.dim, "), got ", shape_str(x.shape()));
+  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t NH = config.n_heads, NKV = config.kv_heads(), HS = config.head_size(), rep = NH / NKV;
+
+  // 1. Projections, split into heads: q (B, T, NH, HS); k, v (B, T, NKV, HS).
+  Tensor q = q_proj->forward(x).view({B, T, NH, HS});
+  Tensor k = k_proj->forward(x).view({B, T, NKV, HS});
+  Tensor v = v_proj->forward(x).view({B, T, NKV, HS});
+
+  // 2. QK-norm: RMSNorm over each head vector (the last dim, HS).
+  if (config.qk_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+
+  // 3. RoPE: rotate q and k by their position (v carries content, it is not rotated).
+  if (config.rope) {
+    const RopeTables& tables = rope_for(T, x.dtype());
+    q = apply_rope(q, tables.cos, tables.sin);
+    k = apply_rope(k, tables.cos, tables.sin);
+  }
+
+  // 4. Heads first: q (B, NH, T, HS); k, v (B, NKV, T, HS).
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
+  v = v.transpose(1, 2);
+
+  // 5. GQA: repeat each key/value head for the `rep` query heads it serves, so query head h reads
+  //    key/value head h / rep:  (B, NKV, T, HS) -> (B, NKV, rep, T, HS) -> (B, NH, T, HS).
+  if (rep > 1) {
+    k = k.unsqueeze(2).expand({B, NKV, rep, T, HS}).reshape({B, NH, T, HS});
+    v = v.unsqueeze(2).expand({B, NKV, rep, T, HS}).reshape({B, NH, T, HS});
+  }
+
+  // 6. Scores: att[b, h, t, s] = q_t . k_s / sqrt(HS) : (B, NH, T, T)
+  Tensor att = matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(double(HS)));
+
+  // 7. Causal mask: -inf where s > t, so softmax gives those positions exactly zero weight.
+  if (config.causal) att = masked_fill(att, mask_for(T), -std::numeric_limits<double>::infinity());
+
+  // 8. Softmax over s (each query's weights sum to 1), dropout on the weights.
+  att = softmax(att, -1);
+  att = attn_dropout->forward(att);
+
+  // 9. Weighted sum of values, heads merged back: (B, NH, T, HS) -> (B, T, NH, HS) -> (B, T, C)
+  Tensor y = matmul(att, v).transpose(1, 2).reshape({B, T, NH * HS});
+
+  // 10. Output projection.
+  return resid_dropout->forward(o_proj->forward(y));
+}
+
+}  // namespace ng::nn

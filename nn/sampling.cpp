@@ -1,0 +1,71 @@
+#include "nn/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "autograd/grad_mode.h"
+
+namespace ng::nn {
+
+int64_t sample_from_logits(const std::vector<double>& logits, double temperature, int64_t top_k,
+                           Generator& gen) {
+  const int64_t V = int64_t(logits.size());
+  NG_CHECK(V > 0, "generate", "empty logits");
+  NG_CHECK(temperature >= 0, "generate", "expected temperature >= 0, got ", temperature);
+  NG_CHECK(top_k >= 0, "generate", "expected top_k >= 0, got ", top_k);
+  for (double l : logits) NG_CHECK(!std::isnan(l), "generate", "the model produced a NaN logit");
+
+  // Candidates sorted by logit, largest first; equal logits keep id order (stable sort).
+  std::vector<int64_t> order(static_cast<size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+  if (temperature == 0) return order[0];
+  const int64_t k = (top_k == 0 || top_k > V) ? V : top_k;
+
+  // p_i = exp((l_i - l_max) / temperature) / sum over the k candidates.
+  const double lmax = logits[size_t(order[0])];
+  std::vector<double> p(static_cast<size_t>(k));
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i)
+    total += p[size_t(i)] = std::exp((logits[size_t(order[size_t(i)])] - lmax) / temperature);
+
+  // Inverse CDF: the first candidate whose cumulative probability exceeds u * total.
+  const double u = rand({1}, gen, DType::f64).item() * total;
+  double cum = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    cum += p[size_t(i)];
+    if (u < cum) return order[size_t(i)];
+  }
+  return order[size_t(k - 1)];  // u * total rounded up to the very end
+}
+
+std::vector<int64_t> generate(TinyLM& model, const std::vector<int64_t>& prompt, int64_t n_tokens,
+                              double temperature, int64_t top_k, uint64_t seed) {
+  NG_CHECK(!prompt.empty(), "generate", "the prompt is empty");
+  NG_CHECK(n_tokens >= 0, "generate", "expected n_tokens >= 0, got ", n_tokens);
+  const int64_t V = model.config.vocab_size;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    NG_CHECK(prompt[i] >= 0 && prompt[i] < V, "generate", "prompt token ", prompt[i], " at position ", i,
+             " is out of range [0, ", V, ")");
+
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  Generator gen(seed);
+  std::vector<int64_t> seq = prompt;
+  const bool crop = model.config.position == "learned";
+  for (int64_t n = 0; n < n_tokens; ++n) {
+    const int64_t start = crop ? std::max<int64_t>(0, int64_t(seq.size()) - model.config.max_seq_len) : 0;
+    std::vector<int64_t> ctx(seq.begin() + start, seq.end());
+    const int64_t T = int64_t(ctx.size());
+    Tensor logits = model.forward(from_vector(ctx, Shape{1, T}));  // (1, T, V)
+    std::vector<double> last = logits.select(1, T - 1).to_vector<double>();
+    seq.push_back(sample_from_logits(last, temperature, top_k, gen));
+  }
+  model.train(was_training);
+  return seq;
+}
+
+}  // namespace ng::nn

@@ -1,0 +1,273 @@
+// Checkpoints: a full training state round trip, EXACT resume (20 straight steps == 10 + save + load into
+// fresh objects + 10, bitwise), every kind of mismatch as an error with its message, atomic saves.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "normgrad.h"
+
+using namespace ng;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ng_checkpoint_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return (d / name).string();
+}
+
+const std::string kText = "to be, or not to be, that is the question: ";
+
+nn::TinyLMConfig model_config(int64_t V) {
+  nn::TinyLMConfig c;
+  c.vocab_size = V;
+  c.dim = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.dropout = 0.1;  // so the dropout generator's state matters
+  c.seed = 5;
+  return c;
+}
+
+// Everything a training run holds: model, optimizer, data sampler, schedule, step.
+struct TrainingRun {
+  nn::CharTokenizer tok;
+  std::unique_ptr<nn::TinyLM> model;
+  std::unique_ptr<optim::AdamW> opt;
+  Generator data{77};
+  optim::LRSchedule schedule = optim::cosine_with_warmup(3e-3, 3, 20, 3e-4);
+  int64_t step = 0;
+
+  explicit TrainingRun(uint64_t seed) {
+    tok = nn::CharTokenizer::from_corpus(kText);
+    auto c = model_config(tok.vocab_size());
+    c.seed = seed;
+    model = std::make_unique<nn::TinyLM>(c);
+    opt = std::make_unique<optim::AdamW>(model->named_parameters());
+  }
+  // One training step: a random batch, forward, backward, clip, schedule, AdamW. Returns the loss.
+  double train_step() {
+    const int64_t B = 4, T = 8;
+    std::vector<int64_t> ids = tok.encode(kText), x, y;
+    for (int64_t s : randint(0, int64_t(ids.size()) - T - 1, {B}, data).to_vector<int64_t>())
+      for (int64_t t = 0; t < T; ++t) x.push_back(ids[size_t(s + t)]), y.push_back(ids[size_t(s + t + 1)]);
+    Tensor loss = model->loss(from_vector(x, Shape{B, T}), from_vector(y, Shape{B, T}));
+    opt->zero_grad();
+    loss.backward();
+    optim::clip_grad_norm_(model->parameters(), 1.0);
+    opt->lr = schedule(step);
+    opt->step();
+    ++step;
+    return loss.item();
+  }
+  nn::TrainState state() {
+    nn::TrainState s;
+    s.model = model.get();
+    s.optimizer = opt.get();
+    s.step = step;
+    s.generators = {{"dropout", &model->dropout_generator()}, {"data", &data}};
+    s.config_json = model->config.to_json();
+    s.tokenizer = &tok;
+    return s;
+  }
+  void load(const std::string& path) {
+    nn::TrainState s = state();
+    nn::load_checkpoint(path, s);
+    step = s.step;
+  }
+};
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  Tensor c = t.contiguous();
+  const uint8_t* p = static_cast<const uint8_t*>(c.raw_data());
+  return std::vector<uint8_t>(p, p + c.numel() * int64_t(dtype_size(c.dtype())));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST(Checkpoint, ExactResumeIsBitwise) {
+  // A: 20 steps straight.
+  TrainingRun a(5);
+  std::vector<double> straight;
+  for (int i = 0; i < 20; ++i) straight.push_back(a.train_step());
+
+  // B: 10 steps, save; then a FRESH run (different init seed, so every value must come from the file),
+  // load, 10 more.
+  const std::string path = temp_path("resume.safetensors");
+  std::vector<double> resumed;
+  {
+    TrainingRun b(5);
+    for (int i = 0; i < 10; ++i) resumed.push_back(b.train_step());
+    nn::save_checkpoint(path, b.state());
+  }
+  TrainingRun c(999);
+  c.load(path);
+  EXPECT_EQ(c.step, 10);
+  for (int i = 0; i < 10; ++i) resumed.push_back(c.train_step());
+
+  ASSERT_EQ(straight.size(), resumed.size());
+  for (size_t i = 0; i < straight.size(); ++i) {
+    uint64_t x, y;
+    std::memcpy(&x, &straight[i], 8);
+    std::memcpy(&y, &resumed[i], 8);
+    EXPECT_EQ(x, y) << "step " << i << ": " << straight[i] << " vs " << resumed[i];
+  }
+  // And the final parameters agree bit for bit.
+  auto pa = a.model->state_dict(), pc = c.model->state_dict();
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(bytes_of(pa[i].second), bytes_of(pc[i].second)) << pa[i].first;
+  EXPECT_LT(straight.back(), straight.front());  // and it did train
+}
+
+TEST(Checkpoint, RoundTripRestoresEveryPiece) {
+  TrainingRun a(5);
+  for (int i = 0; i < 3; ++i) a.train_step();
+  const std::string path = temp_path("round.safetensors");
+  auto st = a.state();
+  st.metadata["run"] = "unit test";
+  nn::save_checkpoint(path, st);
+
+  // Build the model from the file's config, as a resuming program would.
+  auto cfg = nn::TinyLMConfig::from_json(nn::read_checkpoint_config(path));
+  EXPECT_EQ(cfg, a.model->config);
+  TrainingRun b(123);
+  b.tok = nn::CharTokenizer::from_corpus("xyz");  // replaced by the file's
+  nn::TrainState sb = b.state();
+  nn::load_checkpoint(path, sb);
+  EXPECT_EQ(sb.step, 3);
+  EXPECT_TRUE(b.tok == a.tok);
+  EXPECT_EQ(sb.metadata.at("run"), "unit test");
+  EXPECT_EQ(sb.metadata.at("optimizer"), "AdamW");
+  EXPECT_EQ(b.model->dropout_generator().offset(), a.model->dropout_generator().offset());
+  EXPECT_EQ(b.data.offset(), a.data.offset());
+  auto sa = a.opt->state_dict(), so = b.opt->state_dict();
+  ASSERT_EQ(sa.size(), so.size());
+  for (size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sa[i].first, so[i].first);
+    EXPECT_EQ(bytes_of(sa[i].second), bytes_of(so[i].second)) << sa[i].first;
+  }
+  // Python can read the file: it is plain safetensors with string metadata.
+  auto raw = io::load_safetensors(path);
+  EXPECT_EQ(raw.metadata.at("format"), "normgrad-checkpoint-v1");
+}
+
+TEST(Checkpoint, MismatchesAreErrorsThatSayWhat) {
+  TrainingRun a(5);
+  a.train_step();
+  const std::string path = temp_path("good.safetensors");
+  nn::save_checkpoint(path, a.state());
+
+  // A different model config.
+  {
+    auto tok = nn::CharTokenizer::from_corpus(kText);
+    auto c = model_config(tok.vocab_size());
+    c.dim = 32;
+    nn::TinyLM other(c);
+    nn::TrainState s;
+    s.model = &other;
+    s.config_json = c.to_json();
+    std::string m = error_of([&] { nn::load_checkpoint(path, s); });
+    EXPECT_NE(m.find("load_checkpoint: " + path + ": the model config differs"), std::string::npos) << m;
+  }
+  // No config given, but a differently shaped model: the model names the mismatched entries.
+  {
+    auto c = model_config(a.tok.vocab_size());
+    c.n_layers = 1;
+    c.ffn_hidden = 32;
+    nn::TinyLM other(c);
+    nn::TrainState s;
+    s.model = &other;
+    s.generators = {{"dropout", &other.dropout_generator()}, {"data", &a.data}};
+    s.tokenizer = &a.tok;
+    std::string m = error_of([&] { nn::load_checkpoint(path, s); });
+    EXPECT_NE(m.find("unexpected:"), std::string::npos) << m;  // the optimizer's entries: no optimizer here
+    EXPECT_NE(m.find("optim.lr"), std::string::npos) << m;
+  }
+  {
+    auto c = model_config(a.tok.vocab_size());
+    c.n_layers = 1;
+    c.ffn_hidden = 32;
+    nn::TinyLM other(c);
+    optim::AdamW opt(other.named_parameters());
+    nn::TrainState s;
+    s.model = &other;
+    s.optimizer = &opt;
+    s.generators = {{"dropout", &other.dropout_generator()}, {"data", &a.data}};
+    s.tokenizer = &a.tok;
+    auto before = other.tok_emb->weight.to_vector<double>();
+    std::string m = error_of([&] { nn::load_checkpoint(path, s); });
+    EXPECT_NE(m.find("unexpected: blocks.1."), std::string::npos) << m;
+    EXPECT_NE(m.find("wrong shape: blocks.0.ffn.fc1.weight: expected (32, 16), got (64, 16)"),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(other.tok_emb->weight.to_vector<double>(), before);  // nothing was changed
+    EXPECT_EQ(opt.state()[0].step, 0);                             // the optimizer was rolled back
+  }
+  // Missing pieces: a generator the file does not have, and a tokenizer when none was saved.
+  {
+    TrainingRun b(5);
+    Generator extra(1);
+    nn::TrainState s = b.state();
+    s.generators.push_back({"extra", &extra});
+    std::string m = error_of([&] { nn::load_checkpoint(path, s); });
+    EXPECT_NE(m.find("missing: rng.extra"), std::string::npos) << m;
+  }
+  // A tensor of the wrong dtype in the file (here: the model saved in f64, loaded into f32).
+  {
+    TrainingRun b(5);
+    nn::cast_(*b.model, DType::f64);
+    nn::TrainState s = b.state();
+    s.optimizer = nullptr;
+    const std::string p64 = temp_path("f64.safetensors");
+    nn::save_checkpoint(p64, s);
+    TrainingRun c(5);
+    nn::TrainState sc = c.state();
+    sc.optimizer = nullptr;
+    std::string m = error_of([&] { nn::load_checkpoint(p64, sc); });
+    EXPECT_NE(m.find("model.tok_emb.weight: dtype f64 in the file, the model has f32"), std::string::npos)
+        << m;
+  }
+  // Not a checkpoint at all, and a truncated one.
+  {
+    const std::string plain = temp_path("plain.safetensors");
+    io::save_safetensors(plain, {{"x", zeros({2})}});
+    TrainingRun b(5);
+    nn::TrainState s = b.state();
+    std::string m = error_of([&] { nn::load_checkpoint(plain, s); });
+    EXPECT_NE(m.find("not a normgrad checkpoint"), std::string::npos) << m;
+
+    auto bytes = io::safetensors_serialize(io::load_safetensors(path).tensors);
+    const std::string cut = temp_path("cut.safetensors");
+    io::atomic_write_file(cut, bytes.substr(0, bytes.size() - 100));
+    m = error_of([&] { nn::load_checkpoint(cut, s); });
+    EXPECT_NE(m.find("load_safetensors: " + cut + ": entry"), std::string::npos) << m;
+    EXPECT_NE(m.find("past the end"), std::string::npos) << m;
+  }
+}
+
+TEST(Checkpoint, FailedSaveLeavesTheOldCheckpoint) {
+  TrainingRun a(5);
+  a.train_step();
+  const std::string path = temp_path("atomic.safetensors");
+  nn::save_checkpoint(path, a.state());
+  auto before = io::load_safetensors(path);
+  a.train_step();
+  io::testing::fail_next_write_after(1000);
+  EXPECT_THROW(nn::save_checkpoint(path, a.state()), Error);
+  auto after = io::load_safetensors(path);
+  ASSERT_EQ(before.tensors.size(), after.tensors.size());
+  for (size_t i = 0; i < before.tensors.size(); ++i)
+    EXPECT_EQ(bytes_of(before.tensors[i].second), bytes_of(after.tensors[i].second))
+        << before.tensors[i].first;
+}

@@ -1,0 +1,174 @@
+// CausalSelfAttention: against a plain-loop reference (GQA head mapping, RoPE, mask), causality, the
+// lesson's unmasked configuration seeing the future, f64 gradchecks of every option, errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "normgrad.h"
+
+using namespace ng;
+
+namespace {
+
+nn::AttentionConfig config(int64_t C, int64_t NH, int64_t NKV, bool causal, bool rope, bool qk_norm,
+                           bool bias) {
+  nn::AttentionConfig c;
+  c.dim = C;
+  c.n_heads = NH;
+  c.n_kv_heads = NKV;
+  c.causal = causal;
+  c.rope = rope;
+  c.rope_theta = 100.0;  // small theta: the rotation angles differ visibly even at tiny T
+  c.qk_norm = qk_norm;
+  c.bias = bias;
+  return c;
+}
+
+// Plain loops, in double: y = o_proj(softmax(q k^T / sqrt(HS) + mask) v), query head h reads kv head h / rep.
+std::vector<double> reference(nn::CausalSelfAttention& a, const Tensor& x) {
+  const auto& c = a.config;
+  const int64_t B = x.size(0), T = x.size(1), C = c.dim, NH = c.n_heads, NKV = c.kv_heads(), HS = C / NH;
+  const int64_t rep = NH / NKV;
+  auto X = x.to_vector<double>();
+  auto lin = [&](nn::Linear& l, int64_t out) {  // (B*T, out)
+    auto W = l.weight.to_vector<double>();
+    std::vector<double> b =
+        l.bias.defined() ? l.bias.to_vector<double>() : std::vector<double>(size_t(out), 0.0);
+    std::vector<double> y(size_t(B * T * out));
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int64_t o = 0; o < out; ++o) {
+        double s = b[size_t(o)];
+        for (int64_t i = 0; i < C; ++i) s += X[size_t(r * C + i)] * W[size_t(o * C + i)];
+        y[size_t(r * out + o)] = s;
+      }
+    return y;
+  };
+  auto q = lin(*a.q_proj, NH * HS), k = lin(*a.k_proj, NKV * HS), v = lin(*a.v_proj, NKV * HS);
+  if (c.rope) {
+    auto tab = rope_tables(T, HS, c.rope_theta, DType::f64);
+    q = apply_rope_reference(from_vector(q, Shape{B, T, NH, HS}, DType::f64), tab.cos, tab.sin)
+            .to_vector<double>();
+    k = apply_rope_reference(from_vector(k, Shape{B, T, NKV, HS}, DType::f64), tab.cos, tab.sin)
+            .to_vector<double>();
+  }
+  std::vector<double> merged(size_t(B * T * C), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h) {
+      const int64_t kvh = h / rep;
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> s(static_cast<size_t>(T));
+        double m = -INFINITY;
+        for (int64_t u = 0; u < T; ++u) {
+          if (c.causal && u > t) continue;
+          double d = 0;
+          for (int64_t i = 0; i < HS; ++i)
+            d += q[size_t(((b * T + t) * NH + h) * HS + i)] * k[size_t(((b * T + u) * NKV + kvh) * HS + i)];
+          s[size_t(u)] = d / std::sqrt(double(HS));
+          m = std::max(m, s[size_t(u)]);
+        }
+        double z = 0;
+        for (int64_t u = 0; u < T; ++u) z += (c.causal && u > t) ? 0 : std::exp(s[size_t(u)] - m);
+        for (int64_t u = 0; u < T; ++u) {
+          if (c.causal && u > t) continue;
+          const double p = std::exp(s[size_t(u)] - m) / z;
+          for (int64_t i = 0; i < HS; ++i)
+            merged[size_t((b * T + t) * C + h * HS + i)] += p * v[size_t(((b * T + u) * NKV + kvh) * HS + i)];
+        }
+      }
+    }
+  X = merged;  // the output projection reads the merged heads
+  return lin(*a.o_proj, C);
+}
+
+double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST(Attention, MatchesPlainLoopReference) {
+  for (auto [NKV, causal, rope, bias] : {std::tuple{4, true, false, false},
+                                         {2, true, true, false},
+                                         {1, false, true, true},
+                                         {4, false, false, true}}) {
+    Generator g(10);
+    nn::CausalSelfAttention a(config(16, 4, NKV, causal, rope, false, bias), g);
+    nn::cast_(a, DType::f64);
+    Tensor x = randn({2, 5, 16}, g, DType::f64);
+    Tensor y = a(x);
+    ASSERT_EQ(y.shape(), (Shape{2, 5, 16}));
+    EXPECT_LT(max_diff(y.to_vector<double>(), reference(a, x)), 1e-12)
+        << "NKV " << NKV << " causal " << causal << " rope " << rope;
+  }
+}
+
+TEST(Attention, CausalIgnoresTheFutureUnmaskedDoesNot) {
+  Generator g(1);
+  nn::CausalSelfAttention causal(config(8, 2, 0, true, true, false, false), g);
+  nn::CausalSelfAttention lesson(nn::AttentionConfig::lesson_original(8, 2), g);
+  EXPECT_FALSE(lesson.config.causal);
+  EXPECT_FALSE(lesson.config.rope);
+  EXPECT_TRUE(lesson.q_proj->bias.defined());
+  Tensor x = randn({1, 6, 8}, g);
+  Tensor x2 = x.clone();
+  {
+    NoGradGuard ng_;
+    x2.narrow(1, 5, 1).fill_(3.0);  // change only the last position
+  }
+  auto first5 = [](const Tensor& y) { return y.narrow(1, 0, 5).contiguous().to_vector<double>(); };
+  EXPECT_EQ(first5(causal(x)), first5(causal(x2)));                  // positions 0..4 cannot see position 5
+  EXPECT_GT(max_diff(first5(lesson(x)), first5(lesson(x2))), 1e-3);  // the unmasked one reads it
+}
+
+TEST(Attention, GradcheckF64EveryOption) {
+  ng::set_num_threads(1);  // tiny f64 problems: threads add only overhead here
+  struct Case {
+    const char* name;
+    nn::AttentionConfig cfg;
+  };
+  std::vector<Case> cases = {
+      {"causal, RoPE", config(8, 2, 0, true, true, false, false)},
+      {"unmasked, biases, no position (lesson)", nn::AttentionConfig::lesson_original(8, 2)},
+      {"GQA 4:2, RoPE, QK-norm", config(8, 4, 2, true, true, true, false)},
+      {"MQA 4:1, QK-norm, biases, unmasked", config(8, 4, 1, false, false, true, true)},
+  };
+  for (auto& c : cases) {
+    Generator g(3);
+    nn::CausalSelfAttention a(c.cfg, g);
+    nn::cast_(a, DType::f64);
+    Tensor x = randn({2, 3, 8}, g, DType::f64).requires_grad_();
+    std::vector<Tensor> inputs = {x};
+    for (auto& [n, p] : a.named_parameters()) inputs.push_back(p);
+    auto r = gradcheck([&](const std::vector<Tensor>& in) { return a(in[0]); }, inputs);
+    EXPECT_TRUE(r.ok) << c.name << ": " << r.message();
+    EXPECT_GT(r.checked, 200) << c.name;
+  }
+  ng::set_num_threads(0);
+}
+
+TEST(Attention, NamesAndErrors) {
+  nn::CausalSelfAttention a(config(8, 4, 2, true, true, true, false));
+  std::vector<std::string> names;
+  for (auto& [n, p] : a.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"q_proj.weight", "k_proj.weight", "v_proj.weight",
+                                             "o_proj.weight", "q_norm.weight", "k_norm.weight"}));
+  EXPECT_EQ(a.k_proj->weight.shape(), (Shape{4, 8}));  // 2 kv heads of size 2
+  try {
+    nn::CausalSelfAttention bad(config(8, 4, 3, true, false, false, false));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("n_heads 4 must be a multiple of n_kv_heads 3"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(nn::CausalSelfAttention(config(10, 4, 0, true, false, false, false)), Error);
+  EXPECT_THROW(nn::CausalSelfAttention(config(12, 4, 0, true, true, false, false)), Error);  // HS 3 with RoPE
+  try {
+    a(zeros({2, 3, 6}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected x of shape (B, T, 8), got (2, 3, 6)"), std::string::npos)
+        << e.what();
+  }
+}

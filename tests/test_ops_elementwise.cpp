@@ -1,0 +1,180 @@
+// Elementwise ops and activations: hand-computed values, gradchecks (broadcast, non-contiguous), half
+// precision computing in f32, and every error path.
+#include "ops_test_util.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+TEST(Elementwise, ForwardHandComputed) {
+  Tensor a = tensor({1.0, -2.0, 4.0}, DType::f64), b = tensor({2.0, 0.5, -4.0}, DType::f64);
+  EXPECT_EQ(add(a, b).to_vector<double>(), (std::vector<double>{3, -1.5, 0}));
+  EXPECT_EQ(sub(a, b).to_vector<double>(), (std::vector<double>{-1, -2.5, 8}));
+  EXPECT_EQ(mul(a, b).to_vector<double>(), (std::vector<double>{2, -1, -16}));
+  EXPECT_EQ(div(a, b).to_vector<double>(), (std::vector<double>{0.5, -4, -1}));
+  EXPECT_EQ(maximum(a, b).to_vector<double>(), (std::vector<double>{2, 0.5, 4}));
+  EXPECT_EQ(minimum(a, b).to_vector<double>(), (std::vector<double>{1, -2, -4}));
+  EXPECT_EQ(rsub(1.0, a).to_vector<double>(), (std::vector<double>{0, 3, -3}));
+  EXPECT_EQ(rdiv(8.0, a).to_vector<double>(), (std::vector<double>{8, -4, 2}));
+  EXPECT_EQ((2.0 * a - 1.0).to_vector<double>(), (std::vector<double>{1, -5, 7}));
+  EXPECT_EQ(neg(a).to_vector<double>(), (std::vector<double>{-1, 2, -4}));
+  EXPECT_EQ(abs(a).to_vector<double>(), (std::vector<double>{1, 2, 4}));
+  EXPECT_EQ(square(a).to_vector<double>(), (std::vector<double>{1, 4, 16}));
+  EXPECT_EQ(clamp(a, -1.0, 2.0).to_vector<double>(), (std::vector<double>{1, -1, 2}));
+  EXPECT_EQ(relu(a).to_vector<double>(), (std::vector<double>{1, 0, 4}));
+  Tensor p = tensor({1.0, 4.0, 0.25}, DType::f64);
+  EXPECT_EQ(sqrt(p).to_vector<double>(), (std::vector<double>{1, 2, 0.5}));
+  EXPECT_EQ(rsqrt(p).to_vector<double>(), (std::vector<double>{1, 0.5, 2}));
+  EXPECT_EQ(pow(p, 1.5).to_vector<double>(), (std::vector<double>{1, 8, 0.125}));
+  EXPECT_NEAR(exp(p).to_vector<double>()[1], 54.598150033144236, 1e-12);
+  EXPECT_NEAR(log(p).to_vector<double>()[1], 1.3862943611198906, 1e-15);
+  // Activations at x = 1: sigmoid = 1/(1+e^-1), tanh(1), silu = x sigmoid(x),
+  // gelu(tanh approx) = 0.5 (1 + tanh(sqrt(2/pi) (1 + 0.044715))) = 0.8411919906082768
+  Tensor one = tensor({1.0}, DType::f64);
+  EXPECT_NEAR(sigmoid(one).item(), 0.7310585786300049, 1e-15);
+  EXPECT_NEAR(tanh(one).item(), 0.7615941559557649, 1e-15);
+  EXPECT_NEAR(silu(one).item(), 0.7310585786300049, 1e-15);
+  EXPECT_NEAR(gelu(one).item(), 0.8411919906082768, 1e-15);
+  EXPECT_NEAR(gelu(tensor({-3.0}, DType::f64)).item(), -0.0036373920817729943, 1e-15);
+}
+
+TEST(Elementwise, BroadcastShapes) {
+  Tensor a = arange(0.0, 6.0, 1.0, DType::f64).reshape({2, 3});
+  Tensor col = tensor({10.0, 20.0}, DType::f64).reshape({2, 1});
+  Tensor row = tensor({1.0, 2.0, 3.0}, DType::f64);
+  EXPECT_EQ(add(a, col).to_vector<double>(), (std::vector<double>{10, 11, 12, 23, 24, 25}));
+  EXPECT_EQ(mul(a, row).to_vector<double>(), (std::vector<double>{0, 2, 6, 3, 8, 15}));
+  Tensor outer = mul(col, row);  // (2, 1) * (3) -> (2, 3)
+  EXPECT_EQ(outer.shape(), (Shape{2, 3}));
+  EXPECT_EQ(outer.to_vector<double>(), (std::vector<double>{10, 20, 30, 20, 40, 60}));
+  EXPECT_EQ(add(scalar_tensor(1.0, DType::f64), zeros({2, 2}, DType::f64)).shape(), (Shape{2, 2}));
+}
+
+TEST(Elementwise, GradcheckBinaryWithBroadcastAndNonContiguous) {
+  Generator g(1);
+  using F = std::function<Tensor(const Tensor&, const Tensor&)>;
+  std::vector<std::pair<const char*, F>> ops = {
+      {"add", [](auto& a, auto& b) { return add(a, b); }},
+      {"sub", [](auto& a, auto& b) { return sub(a, b); }},
+      {"mul", [](auto& a, auto& b) { return mul(a, b); }},
+      {"div", [](auto& a, auto& b) { return div(a, add(square(b), 0.5)); }},
+      {"maximum", [](auto& a, auto& b) { return maximum(a, b); }},
+      {"minimum", [](auto& a, auto& b) { return minimum(a, b); }},
+  };
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{3, 1}, {1, 4}}, {{2, 3, 4}, {3, 1}}, {{4}, {2, 3, 4}}, {{}, {2, 3}}};
+  for (auto& [name, op] : ops) {
+    for (auto& [sa, sb] : shapes) {
+      SCOPED_TRACE(std::string(name) + " " + shape_str(sa) + " " + shape_str(sb));
+      F f = op;
+      expect_gradcheck([f](auto& in) { return f(in[0], in[1]); }, {leaf(sa, g), leaf(sb, g)});
+      expect_gradcheck([f](auto& in) { return f(in[0], in[1]); },
+                       {noncontig_leaf(sa, g), noncontig_leaf(sb, g)});
+    }
+  }
+  // Only one input requiring grad; the same tensor on both sides.
+  Tensor c = randn({3, 4}, g, DType::f64);
+  expect_gradcheck([c](auto& in) { return mul(in[0], c); }, {leaf({3, 4}, g)});
+  expect_gradcheck([c](auto& in) { return div(c, add(square(in[0]), 1.0)); }, {leaf({4}, g)});
+  expect_gradcheck([](auto& in) { return mul(in[0], in[0]); }, {leaf({5}, g)});
+  // Scalar forms.
+  expect_gradcheck([](auto& in) { return rsub(2.0, mul(rdiv(3.0, add(square(in[0]), 1.0)), 0.5)); },
+                   {leaf({6}, g)});
+}
+
+TEST(Elementwise, GradcheckUnaryAndActivations) {
+  Generator g(2);
+  using F = std::function<Tensor(const Tensor&)>;
+  std::vector<std::pair<const char*, F>> ops = {
+      {"neg", [](auto& x) { return neg(x); }},
+      {"exp", [](auto& x) { return exp(x); }},
+      {"log", [](auto& x) { return log(add(square(x), 0.5)); }},
+      {"sqrt", [](auto& x) { return sqrt(add(square(x), 0.5)); }},
+      {"rsqrt", [](auto& x) { return rsqrt(add(square(x), 0.5)); }},
+      {"abs", [](auto& x) { return abs(x); }},
+      {"pow", [](auto& x) { return pow(add(square(x), 0.5), 2.5); }},
+      {"pow_int", [](auto& x) { return pow(x, 3.0); }},
+      {"clamp", [](auto& x) { return clamp(x, -0.5, 0.7); }},
+      {"square", [](auto& x) { return square(x); }},
+      {"relu", [](auto& x) { return relu(x); }},
+      {"gelu", [](auto& x) { return gelu(x); }},
+      {"silu", [](auto& x) { return silu(x); }},
+      {"sigmoid", [](auto& x) { return sigmoid(x); }},
+      {"tanh", [](auto& x) { return tanh(x); }},
+  };
+  for (auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    F f = op;
+    // Random shapes; kinks (abs, relu, clamp) are not hit by continuous random draws.
+    for (Shape s : {Shape{7}, Shape{3, 5}, Shape{2, 3, 4}}) {
+      expect_gradcheck([f](auto& in) { return f(in[0]); }, {leaf(s, g)});
+      expect_gradcheck([f](auto& in) { return f(in[0]); }, {noncontig_leaf(s, g)});
+    }
+    // A sliced view as input.
+    expect_gradcheck([f](auto& in) { return f(in[0].slice(1, 1, 6, 2)); }, {leaf({3, 6}, g)});
+  }
+}
+
+TEST(Elementwise, HalfComputesInF32AndRoundsOnce) {
+  Generator g(3);
+  Tensor a = randn({5, 7}, g), b = randn({7}, g);
+  for (DType h : {DType::f16, DType::bf16}) {
+    Tensor ah = a.to(h), bh = b.to(h);
+    Tensor a32 = ah.to(DType::f32), b32 = bh.to(DType::f32);
+    EXPECT_TRUE(bitwise_equal(add(ah, bh), add(a32, b32).to(h)));
+    EXPECT_TRUE(bitwise_equal(mul(ah, bh), mul(a32, b32).to(h)));
+    EXPECT_TRUE(bitwise_equal(div(ah, bh), div(a32, b32).to(h)));
+    EXPECT_TRUE(bitwise_equal(gelu(ah), gelu(a32).to(h)));
+    EXPECT_TRUE(bitwise_equal(exp(ah), exp(a32).to(h)));
+    EXPECT_EQ(gelu(ah).dtype(), h);
+  }
+  // The f32 intermediate matters: in f16, 2049 is not representable, but (2048 + 1.5) - 1.5 done in f32
+  // then rounded once gives 2048.
+  Tensor x = tensor({2048.0}).to(DType::f16);
+  EXPECT_EQ(sub(add(x, 1.5), 1.5).item(), 2048.0);
+  // Gradients flow through half precision as well.
+  Tensor w = ones({3}).to(DType::bf16).requires_grad_();
+  sum(mul(w, 3.0)).backward();
+  EXPECT_EQ(w.grad().dtype(), DType::bf16);
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{3, 3, 3}));
+}
+
+TEST(Elementwise, InPlaceOps) {
+  Tensor a = tensor({1.0, 2.0}), b = tensor({10.0, 20.0});
+  uint64_t v = a.version();
+  add_(a, b, 0.5);
+  EXPECT_EQ(a.to_vector<double>(), (std::vector<double>{6, 12}));
+  mul_(a, 2.0);
+  EXPECT_EQ(a.to_vector<double>(), (std::vector<double>{12, 24}));
+  EXPECT_EQ(a.version(), v + 2);
+  Tensor h = ones({2}, DType::bf16);
+  add_(h, ones({2}, DType::bf16), 2.0);
+  EXPECT_EQ(h.to_vector<double>(), (std::vector<double>{3, 3}));
+  Tensor bc = zeros({2, 2});
+  add_(bc, tensor({1.0, 2.0}));  // broadcast other
+  EXPECT_EQ(bc.to_vector<double>(), (std::vector<double>{1, 2, 1, 2}));
+}
+
+TEST(Elementwise, Errors) {
+  Tensor f32 = zeros({2, 3}), f64 = zeros({2, 3}, DType::f64), i64 = zeros({2, 3}, DType::i64);
+  expect_error([&] { add(f32, f64); }, {"add: dtype mismatch: got f32 and f64", ".to(dtype)"});
+  expect_error([&] { mul(f64, f32); }, {"mul: dtype mismatch: got f64 and f32"});
+  expect_error(
+      [&] {
+        sub(zeros({2, 3}), zeros({4}));
+      },
+      {"sub: shapes (2, 3) and (4) cannot be broadcast together", "dim 1: 3 vs 4"});
+  expect_error(
+      [&] {
+        div(zeros({2, 3}), zeros({3, 3}));
+      },
+      {"div: shapes (2, 3) and (3, 3) cannot be broadcast"});
+  expect_error([&] { maximum(zeros({2}), zeros({3})); }, {"maximum: shapes (2) and (3)"});
+  expect_error([&] { minimum(f32, f64); }, {"minimum: dtype mismatch"});
+  expect_error([&] { add(i64, i64); }, {"add: expected dtype f32 or f64, got i64"});
+  expect_error([&] { exp(i64); }, {"exp: expected a floating tensor, got i64"});
+  expect_error([&] { relu(i64); }, {"relu: expected a floating tensor, got i64"});
+  expect_error([&] { clamp(f32, 1.0, 0.0); }, {"clamp: expected lo <= hi, got lo = 1 and hi = 0"});
+  expect_error([&] { add_(f32, f64); }, {"add_: dtype mismatch: got f32 and f64"});
+  expect_error([&] { add_(i64, i64); }, {"add_: expected a floating tensor, got i64"});
+  expect_error([&] { add_(f32, zeros({4})); }, {"expand: cannot expand shape (4) to (2, 3)"});
+}

@@ -1,0 +1,113 @@
+// matmul: values, naive == fast for every layout, gradchecks (2-D, batched, broadcast batch dims,
+// transposed inputs), determinism, and errors.
+#include "ops_test_util.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+TEST(Matmul, ForwardHandComputed) {
+  Tensor a = tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}, DType::f64);  // (3, 2)
+  Tensor b = tensor({{1.0, 0.0, -1.0}, {2.0, 1.0, 0.5}}, DType::f64);   // (2, 3)
+  EXPECT_EQ(matmul(a, b).to_vector<double>(), (std::vector<double>{5, 2, 0, 11, 4, -1, 17, 6, -2}));
+  EXPECT_EQ(matmul(b, a).to_vector<double>(), (std::vector<double>{-4, -4, 7.5, 11}));
+  EXPECT_EQ(matmul(a.t(), a).to_vector<double>(), (std::vector<double>{35, 44, 44, 56}));
+  EXPECT_EQ(matmul_naive(a, b).to_vector<double>(), matmul(a, b).to_vector<double>());
+}
+
+TEST(Matmul, FastMatchesNaiveForEveryLayoutAndDtype) {
+  Generator g(1);
+  for (auto [M, K, N] :
+       {std::tuple{1, 1, 1}, {1, 7, 1}, {2, 3, 4}, {17, 33, 9}, {65, 31, 64}, {128, 70, 33}}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        Tensor a = ta ? randn({K, M}, g).t() : randn({M, K}, g);
+        Tensor b = tb ? randn({N, K}, g).t() : randn({K, N}, g);
+        EXPECT_LT(max_abs_diff(matmul(a, b), matmul_naive(a, b)), 1e-4) << M << " " << K << " " << N;
+        Tensor a64 = a.to(DType::f64), b64 = b.to(DType::f64);
+        EXPECT_LT(max_abs_diff(matmul(a64, b64), matmul_naive(a64, b64)), 1e-12);
+      }
+    }
+  }
+  // A sliced operand whose rows are not contiguous.
+  Tensor big = randn({10, 20}, g);
+  Tensor a = big.slice(1, 0, 20, 2);  // (10, 10), column stride 2
+  EXPECT_LT(max_abs_diff(matmul(a, a), matmul_naive(a.contiguous(), a.contiguous())), 1e-4);
+  // Half precision computes in f32.
+  Tensor h = randn({8, 8}, g).to(DType::bf16);
+  EXPECT_TRUE(bitwise_equal(matmul(h, h), matmul(h.to(DType::f32), h.to(DType::f32)).to(DType::bf16)));
+}
+
+TEST(Matmul, BatchedAndBroadcastBatchDims) {
+  Generator g(2);
+  Tensor a = randn({2, 3, 4, 5}, g), b = randn({3, 5, 6}, g);
+  Tensor c = matmul(a, b);
+  EXPECT_EQ(c.shape(), (Shape{2, 3, 4, 6}));
+  // Batch (i, j) equals the 2-D product of the slices.
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      EXPECT_LT(
+          max_abs_diff(c.select(0, i).select(0, j), matmul(a.select(0, i).select(0, j), b.select(0, j))),
+          1e-5);
+  EXPECT_EQ(matmul(randn({4, 1, 2, 3}, g), randn({5, 3, 2}, g)).shape(), (Shape{4, 5, 2, 2}));
+  EXPECT_EQ(matmul(randn({2, 3}, g), randn({7, 3, 4}, g)).shape(), (Shape{7, 2, 4}));
+}
+
+TEST(Matmul, Gradcheck2DBatchedBroadcastAndTransposed) {
+  Generator g(3);
+  auto mm = [](auto& in) { return matmul(in[0], in[1]); };
+  expect_gradcheck(mm, {leaf({3, 4}, g), leaf({4, 5}, g)});
+  expect_gradcheck(mm, {noncontig_leaf({3, 4}, g), noncontig_leaf({4, 5}, g)});
+  expect_gradcheck(mm, {leaf({2, 3, 4}, g), leaf({2, 4, 2}, g)});
+  expect_gradcheck(mm, {leaf({2, 1, 3, 4}, g), leaf({3, 4, 2}, g)});  // broadcast batch dims on both sides
+  expect_gradcheck(mm, {leaf({3, 4}, g), leaf({2, 2, 4, 3}, g)});     // 2-D @ 4-D
+  expect_gradcheck(mm, {noncontig_leaf({2, 3, 4}, g), leaf({4, 2}, g)});
+  expect_gradcheck([](auto& in) { return matmul(in[0].transpose(-1, -2), in[1]); },
+                   {leaf({2, 4, 3}, g), leaf({4, 5}, g)});
+  expect_gradcheck([](auto& in) { return matmul(in[0], in[0].t()); }, {leaf({3, 4}, g)});
+  // Only one side requires grad.
+  Tensor w = randn({4, 2}, g, DType::f64);
+  expect_gradcheck([w](auto& in) { return matmul(in[0], w); }, {leaf({3, 4}, g)});
+}
+
+TEST(Matmul, LargeSameAtOneAndTwoThreads) {
+  Generator g(4);
+  Tensor a = randn({256, 192}, g), b = randn({192, 160}, g);
+  Tensor c1, c2;
+  {
+    ThreadsGuard t(1);
+    c1 = matmul(a, b);
+  }
+  {
+    ThreadsGuard t(2);
+    c2 = matmul(a, b);
+  }
+  EXPECT_TRUE(bitwise_equal(c1, c2));
+}
+
+TEST(Matmul, Errors) {
+  expect_error(
+      [] {
+        matmul(zeros({3}), zeros({3, 2}));
+      },
+      {"matmul: expected tensors with at least 2 dims, got shapes (3) and (3, 2)"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3}), zeros({4, 2}));
+      },
+      {"matmul: inner dimensions differ: a is (2, 3), b is (4, 2)", "3 must equal", "4"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3}), zeros({3, 2}, DType::f64));
+      },
+      {"matmul: dtype mismatch: got f32 and f64"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 2, 3}), zeros({3, 3, 2}));
+      },
+      {"matmul: shapes (2) and (3) cannot be broadcast together"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 2}, DType::i64), zeros({2, 2}, DType::i64));
+      },
+      {"matmul: expected floating tensors, got i64"});
+}

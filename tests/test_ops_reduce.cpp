@@ -1,0 +1,110 @@
+// Reductions: values, keepdim, gradchecks over any dims (non-contiguous too), half inputs, errors.
+#include "ops_test_util.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+TEST(Reduce, ForwardHandComputed) {
+  Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 9.0}}, DType::f64);
+  EXPECT_EQ(sum(x).item(), 24.0);
+  EXPECT_EQ(sum(x).dim(), 0);
+  EXPECT_EQ(sum(x, {0}).to_vector<double>(), (std::vector<double>{5, 7, 12}));
+  EXPECT_EQ(sum(x, {1}, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(sum(x, {-1}).to_vector<double>(), (std::vector<double>{6, 18}));
+  EXPECT_EQ(sum(x, {0, 1}).item(), 24.0);
+  EXPECT_EQ(mean(x).item(), 4.0);
+  EXPECT_EQ(mean(x, {1}).to_vector<double>(), (std::vector<double>{2, 6}));
+  // var of (4, 5, 9): mean 6, squared deviations 4 + 1 + 9 = 14 -> unbiased 7, biased 14/3
+  EXPECT_DOUBLE_EQ(var(x, {1}).to_vector<double>()[1], 7.0);
+  EXPECT_DOUBLE_EQ(var(x, {1}, false).to_vector<double>()[1], 14.0 / 3.0);
+  EXPECT_EQ(var(x, {1}, true, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(max(x, 0).to_vector<double>(), (std::vector<double>{4, 5, 9}));
+  EXPECT_EQ(max(x, 1, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(argmax(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{2, 2}));
+  // argmax: first maximum wins; nan counts as the maximum
+  EXPECT_EQ(argmax(tensor({1.0, 3.0, 3.0}), 0).item(), 1.0);
+  EXPECT_EQ(argmax(tensor({1.0, NAN, 3.0}), 0).item(), 1.0);
+  // A permuted (non-contiguous) input.
+  EXPECT_EQ(sum(x.t(), {1}).to_vector<double>(), (std::vector<double>{5, 7, 12}));
+}
+
+TEST(Reduce, GradcheckAllDimsKeepdimAndNonContiguous) {
+  Generator g(1);
+  const Shape s{3, 4, 5};
+  const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {1}, {2}, {-1}, {0, 2}, {0, 1}, {1, 2}};
+  for (const auto& dims : dim_sets) {
+    for (bool keep : {false, true}) {
+      SCOPED_TRACE(shape_str(dims) + (keep ? " keepdim" : ""));
+      for (Tensor x : {leaf(s, g), noncontig_leaf(s, g)}) {
+        expect_gradcheck([dims, keep](auto& in) { return sum(in[0], dims, keep); }, {x});
+        expect_gradcheck([dims, keep](auto& in) { return mean(in[0], dims, keep); }, {x});
+        expect_gradcheck([dims, keep](auto& in) { return var(in[0], dims, true, keep); }, {x});
+        expect_gradcheck([dims, keep](auto& in) { return var(in[0], dims, false, keep); }, {x});
+      }
+    }
+  }
+  for (int64_t d : {0, 1, 2}) {
+    expect_gradcheck([d](auto& in) { return max(in[0], d); }, {leaf(s, g)});
+    expect_gradcheck([d](auto& in) { return max(in[0], d, true); }, {noncontig_leaf(s, g)});
+  }
+  expect_gradcheck([](auto& in) { return sum(in[0]); }, {leaf({6}, g)});
+  expect_gradcheck([](auto& in) { return mean(in[0].slice(0, 0, 6, 2)); }, {leaf({6, 2}, g)});
+}
+
+TEST(Reduce, MaxGradientGoesToFirstMaximum) {
+  Tensor x = tensor({{1.0, 5.0, 5.0}, {7.0, 2.0, 3.0}}, DType::f64).requires_grad_();
+  max(x, 1).backward(tensor({10.0, 20.0}, DType::f64));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 10, 0, 20, 0, 0}));
+}
+
+TEST(Reduce, HalfInputsReduceInF32) {
+  // 4096 ones in f16: summed in f16 the running sum would stick at 2048; in f32 it is exact.
+  Tensor x = ones({4096}, DType::f16);
+  EXPECT_EQ(sum(x).item(), 4096.0);
+  EXPECT_EQ(sum(x).dtype(), DType::f16);
+  EXPECT_EQ(mean(ones({3, 5}, DType::bf16), {1}).to_vector<double>(), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(max(tensor({1.0, 7.0, 3.0}).to(DType::bf16), 0).item(), 7.0);
+  EXPECT_EQ(var(tensor({1.0, 3.0}).to(DType::f16), {0}).item(), 2.0);
+}
+
+TEST(Reduce, Errors) {
+  Tensor x = zeros({2, 3});
+  expect_error([&] { sum(x, {0, 0}); }, {"sum: a dim appears twice"});
+  expect_error([&] { sum(x, {2}); },
+               {"sum: dim 2 is out of range for a tensor with 2 dims (expected -2 to 1)"});
+  expect_error([&] { mean(x, {-3}); }, {"mean: dim -3 is out of range"});
+  expect_error(
+      [&] {
+        mean(zeros({2, 0}), {1});
+      },
+      {"mean: cannot take the mean of an empty set of values (shape (2, 0))"});
+  expect_error(
+      [&] {
+        var(zeros({2, 1}), {1});
+      },
+      {"var: needs at least 2 values per output (unbiased = 1), got 1"});
+  expect_error([&] { var(zeros({2, 0}), {1}, false); }, {"var: needs at least 1 values per output", "got 0"});
+  expect_error([&] { max(zeros({2, 0}), 1); }, {"max: cannot reduce an empty dim (shape (2, 0))"});
+  expect_error([&] { argmax(zeros({0}), 0); }, {"argmax: cannot reduce an empty dim"});
+  expect_error([&] { max(x, 5); }, {"max: dim 5 is out of range"});
+  expect_error([&] { sum(zeros({2}, DType::i64)); }, {"sum: expected dtype f32 or f64, got i64"});
+  expect_error([&] { var(zeros({2}, DType::i64), {0}); }, {"var: expected dtype f32 or f64, got i64"});
+}
+
+TEST(Reduce, LargeSumsSameAtOneAndTwoThreads) {
+  Generator g(2);
+  Tensor x = randn({300000}, g);
+  Tensor m = randn({1000, 300}, g);
+  Tensor a1, a2, b1, b2, c1, c2;
+  {
+    ThreadsGuard t(1);
+    a1 = sum(x), b1 = sum(m, {0}), c1 = var(m.t(), {1});
+  }
+  {
+    ThreadsGuard t(2);
+    a2 = sum(x), b2 = sum(m, {0}), c2 = var(m.t(), {1});
+  }
+  EXPECT_TRUE(bitwise_equal(a1, a2));
+  EXPECT_TRUE(bitwise_equal(b1, b2));
+  EXPECT_TRUE(bitwise_equal(c1, c2));
+}

@@ -1,0 +1,115 @@
+// Error paths of the autograd machinery: requires_grad_, set_grad, backward's seed, a backward returning
+// the wrong shape, anomaly mode, saved tensors, sum_to, gradcheck's own checks.
+#include "ops_test_util.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+TEST(AutogradErrors, RequiresGradRules) {
+  Tensor x = ones({2}).requires_grad_();
+  Tensor y = mul(x, 2.0);
+  expect_error(
+      [&] { y.requires_grad_(); },
+      {"requires_grad_: can only be set on a leaf tensor; this one was made by MulBackward", "detach()"});
+  expect_error([] { zeros({2}, DType::i64).requires_grad_(); },
+               {"requires_grad_: only floating tensors can require grad, got i64"});
+  EXPECT_FALSE(zeros({2}, DType::i64).requires_grad_(false).requires_grad());
+}
+
+TEST(AutogradErrors, SetGradShape) {
+  Tensor x = ones({2, 2});
+  expect_error([&] { x.set_grad(ones({3})); }, {"set_grad: gradient has shape (3), expected (2, 2)"});
+  x.set_grad(ones({2, 2}));
+  EXPECT_EQ(x.grad().numel(), 4);
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(AutogradErrors, BackwardSeed) {
+  Tensor x = ones({2, 3}).requires_grad_();
+  Tensor y = mul(x, 2.0);
+  expect_error(
+      [&] {
+        y.backward(ones({3, 2}));
+      },
+      {"backward: gradient has shape (3, 2), expected (2, 3) (the output's shape)"});
+  expect_error([&] { ones({1}).backward(); },
+               {"backward: the tensor does not require grad and has no grad_fn"});
+  Tensor z;
+  {
+    NoGradGuard g;
+    z = mul(x, 2.0);
+  }
+  expect_error([&] { sum(z).backward(); }, {"backward: the tensor does not require grad", "NoGradGuard"});
+}
+
+TEST(AutogradErrors, BackwardReturningWrongShapeNamesTheNode) {
+  Tensor x = ones({3}, DType::f64).requires_grad_();
+  Tensor y;
+  {
+    NoGradGuard g;
+    y = mul(x, 1.0);
+  }
+  attach(y, "BrokenBackward", {x},
+         [](const Tensor&) -> std::vector<Tensor> { return {ones({4}, DType::f64)}; });
+  expect_error([&] { sum(y).backward(); },
+               {"BrokenBackward: backward returned a gradient of shape (4) for input 0, expected (3)"});
+}
+
+TEST(AutogradErrors, AnomalyModeNamesTheNodeThatMadeNan) {
+  Tensor x = tensor({0.0, 1.0}, DType::f64).requires_grad_();
+  set_anomaly_enabled(true);
+  expect_error(
+      [&] { sum(sqrt(x)).backward(); },
+      {"anomaly: the backward of SqrtBackward produced NaN or Inf in the gradient of input 0 (shape (2))"});
+  set_anomaly_enabled(false);
+  EXPECT_FALSE(anomaly_enabled());
+  sum(sqrt(x)).backward();  // without anomaly mode: inf gradient, no error
+  EXPECT_EQ(x.grad().to_vector<double>()[0], INFINITY);
+}
+
+TEST(AutogradErrors, SavedTensorModifiedInPlaceNamesTheOp) {
+  Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  Tensor y = softmax(x);  // saves its output
+  Tensor loss = sum(mul(y, tensor({1.0, 3.0}, DType::f64)));
+  mul_(y, 2.0);
+  expect_error([&] { loss.backward(); },
+               {"softmax: a tensor saved for backward was modified in place after it was saved", "version"});
+  // masked_fill saves the mask: changing it is caught too.
+  Tensor m = tensor({1.0, 0.0}, DType::f64);
+  Tensor z = masked_fill(x, m, 0.0);
+  m.fill_(0.0);
+  expect_error([&] { sum(z).backward(); },
+               {"masked_fill: a tensor saved for backward was modified in place"});
+}
+
+TEST(AutogradErrors, SecondBackwardThroughNewOpsIsAnError) {
+  Tensor x = randn({2, 3}, default_generator(), DType::f64).requires_grad_();
+  Tensor loss = cross_entropy(x, from_vector(std::vector<int64_t>{0, 2}, {2}));
+  loss.backward();
+  expect_error([&] { loss.backward(); }, {"backward: trying to backward through the graph a second time",
+                                          "CrossEntropyBackward", "retain_graph"});
+}
+
+TEST(AutogradErrors, SumTo) {
+  expect_error([] { sum_to(ones({3}), {2, 3}); }, {"sum_to: cannot reduce gradient of shape (3) to (2, 3)"});
+  expect_error([] { sum_to(ones({2, 3}), {4}); }, {"sum_to: cannot reduce gradient of shape (2, 3) to (4)"});
+  EXPECT_EQ(sum_to(ones({2, 3}), {1, 3}).to_vector<double>(), (std::vector<double>{2, 2, 2}));
+  EXPECT_EQ(sum_to(ones({2, 3}), {}).item(), 6.0);
+}
+
+TEST(AutogradErrors, GradcheckChecksItsInputs) {
+  Tensor x32 = ones({2}).requires_grad_();
+  expect_error([&] { gradcheck([](auto& in) { return in[0]; }, {x32}); },
+               {"gradcheck: input 0 has dtype f32; finite differences need f64 inputs"});
+  Tensor leafx = ones({2}, DType::f64).requires_grad_();
+  Tensor nonleaf = mul(leafx, 2.0);
+  expect_error([&] { gradcheck([](auto& in) { return in[0]; }, {nonleaf}); },
+               {"gradcheck: input 0 must be a leaf tensor"});
+  expect_error([&] { gradcheck([](auto& in) { return in[0].to(DType::f32); }, {leafx}); },
+               {"gradcheck: the function returned dtype f32, expected f64"});
+  // The report names the worst element.
+  GradcheckResult r = gradcheck([](auto& in) { return mul(in[0], 2.0); }, {leafx});
+  EXPECT_TRUE(r.ok);
+  EXPECT_NE(r.message().find("gradcheck passed (2 elements)"), std::string::npos) << r.message();
+}

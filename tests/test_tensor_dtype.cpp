@@ -1,0 +1,143 @@
+// Dtype conversions: f16/bf16 round-to-nearest-even, inf, nan, subnormals, overflow; to(dtype) between every
+// pair; i64 conversions; kernels on half types computing in f32.
+#include <bit>
+
+#include "ops_test_util.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+static float from_bits(uint32_t u) {
+  return std::bit_cast<float>(u);
+}
+
+TEST(Dtype, NamesAndSizes) {
+  EXPECT_STREQ(dtype_name(DType::f32), "f32");
+  EXPECT_STREQ(dtype_name(DType::bf16), "bf16");
+  EXPECT_EQ(dtype_size(DType::f16), 2u);
+  EXPECT_EQ(dtype_size(DType::i64), 8u);
+  EXPECT_EQ(compute_dtype(DType::bf16), DType::f32);
+  EXPECT_EQ(compute_dtype(DType::f64), DType::f64);
+  EXPECT_FALSE(is_floating(DType::i64));
+}
+
+TEST(Dtype, F16RoundsToNearestEven) {
+  // Spacing of f16 at 1.0 is 2^-10. 1 + 2^-11 is exactly halfway between 1 and 1 + 2^-10: ties to even (1.0).
+  EXPECT_EQ(f32_to_f16(1.0f + 0x1p-11f).bits, 0x3c00);
+  // 1 + 3 * 2^-11 is halfway between 1 + 2^-10 (odd mantissa) and 1 + 2^-9 (even): rounds up to even.
+  EXPECT_EQ(f32_to_f16(1.0f + 3 * 0x1p-11f).bits, 0x3c02);
+  // Just above halfway rounds up.
+  EXPECT_EQ(f32_to_f16(std::nextafter(1.0f + 0x1p-11f, 2.0f)).bits, 0x3c01);
+  EXPECT_EQ(f32_to_f16(-2.0f).bits, 0xc000);
+  EXPECT_EQ(f32_to_f16(65504.0f).bits, 0x7bff);   // largest finite
+  EXPECT_EQ(f32_to_f16(65519.99f).bits, 0x7bff);  // below the rounding boundary
+  EXPECT_EQ(f32_to_f16(65520.0f).bits, 0x7c00);   // rounds to inf
+  EXPECT_EQ(f32_to_f16(1e10f).bits, 0x7c00);
+  EXPECT_EQ(f32_to_f16(-INFINITY).bits, 0xfc00);
+  EXPECT_EQ(f32_to_f16(-0.0f).bits, 0x8000);
+  EXPECT_EQ(f32_to_f16(0x1p-14f).bits, 0x0400);      // smallest normal
+  EXPECT_EQ(f32_to_f16(0x1p-24f).bits, 0x0001);      // smallest subnormal
+  EXPECT_EQ(f32_to_f16(0x1p-25f).bits, 0x0000);      // halfway to the smallest subnormal: ties to even (0)
+  EXPECT_EQ(f32_to_f16(0x1.8p-25f).bits, 0x0001);    // above halfway
+  EXPECT_EQ(f32_to_f16(3 * 0x1p-25f).bits, 0x0002);  // 1.5 * 2^-24: tie between 1 and 2 -> 2 (even)
+  EXPECT_EQ(f32_to_f16(1e-10f).bits, 0x0000);
+  uint16_t nan_bits = f32_to_f16(NAN).bits;
+  EXPECT_EQ(nan_bits & 0x7c00, 0x7c00);
+  EXPECT_NE(nan_bits & 0x03ff, 0);  // still a nan, not inf
+}
+
+TEST(Dtype, F16ToF32IsExact) {
+  EXPECT_EQ(f16_to_f32(f16{0x3c00}), 1.0f);
+  EXPECT_EQ(f16_to_f32(f16{0x7bff}), 65504.0f);
+  EXPECT_EQ(f16_to_f32(f16{0x0001}), 0x1p-24f);
+  EXPECT_EQ(f16_to_f32(f16{0x03ff}), 1023 * 0x1p-24f);  // largest subnormal
+  EXPECT_EQ(f16_to_f32(f16{0x7c00}), INFINITY);
+  EXPECT_EQ(f16_to_f32(f16{0xfc00}), -INFINITY);
+  EXPECT_TRUE(std::isnan(f16_to_f32(f16{0x7e00})));
+  EXPECT_TRUE(std::signbit(f16_to_f32(f16{0x8000})));
+  // Every finite f16 survives f16 -> f32 -> f16 unchanged.
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    f16 h{uint16_t(b)};
+    if ((b & 0x7c00) == 0x7c00 && (b & 0x3ff)) continue;  // nan payloads
+    ASSERT_EQ(f32_to_f16(f16_to_f32(h)).bits, h.bits) << b;
+  }
+}
+
+TEST(Dtype, Bf16RoundsToNearestEven) {
+  // bf16 keeps the top 16 bits of an f32: spacing at 1.0 is 2^-7.
+  EXPECT_EQ(f32_to_bf16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(f32_to_bf16(1.0f + 0x1p-8f).bits, 0x3f80);         // tie -> even (down)
+  EXPECT_EQ(f32_to_bf16(1.0f + 3 * 0x1p-8f).bits, 0x3f82);     // tie -> even (up)
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3f808001)).bits, 0x3f81);  // just above halfway
+  EXPECT_EQ(f32_to_bf16(from_bits(0x7f7fffff)).bits, 0x7f80);  // max f32 rounds to inf
+  EXPECT_EQ(f32_to_bf16(INFINITY).bits, 0x7f80);
+  EXPECT_EQ(f32_to_bf16(-INFINITY).bits, 0xff80);
+  EXPECT_EQ(f32_to_bf16(-0.0f).bits, 0x8000);
+  EXPECT_EQ(f32_to_bf16(from_bits(0x00010000)).bits, 0x0001);  // subnormal kept
+  EXPECT_EQ(f32_to_bf16(from_bits(0x00008000)).bits, 0x0000);  // subnormal tie -> even (0)
+  EXPECT_EQ(f32_to_bf16(from_bits(0x00018000)).bits, 0x0002);  // subnormal tie -> even (2)
+  // nan stays nan, even one whose payload lives only in the low bits (truncation would make it inf).
+  bf16 n = f32_to_bf16(from_bits(0x7f800001));
+  EXPECT_TRUE(std::isnan(bf16_to_f32(n)));
+  EXPECT_EQ(bf16_to_f32(bf16{0x4049}), 3.140625f);
+}
+
+TEST(Dtype, ToConvertsBetweenEveryPair) {
+  Tensor base = tensor({0.0, -1.5, 2.25, 1000.0}, DType::f64);
+  for (DType a : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64}) {
+    for (DType b : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64}) {
+      Tensor y = base.to(a).to(b);
+      EXPECT_EQ(y.dtype(), b);
+      auto v = y.to_vector<double>();
+      bool integral = a == DType::i64 || b == DType::i64;
+      EXPECT_EQ(v[0], 0.0);
+      EXPECT_EQ(v[1], integral ? -1.0 : -1.5) << dtype_name(a) << "->" << dtype_name(b);  // i64 truncates
+      EXPECT_EQ(v[2], integral ? 2.0 : 2.25);
+      EXPECT_EQ(v[3], 1000.0);
+    }
+  }
+  // Rounding happens at the conversion: 1000.5 is 1000 in bf16 (8 bits of mantissa: spacing 4 here).
+  EXPECT_EQ(tensor({1001.0}).to(DType::bf16).item(), 1000.0);
+  EXPECT_EQ(tensor({1003.0}).to(DType::bf16).item(), 1004.0);
+  EXPECT_EQ(tensor({2049.0}).to(DType::f16).item(), 2048.0);  // tie -> even
+  EXPECT_EQ(tensor({2051.0}).to(DType::f16).item(), 2052.0);
+  EXPECT_EQ(tensor({1e6}).to(DType::f16).item(), INFINITY);
+  // Large i64 values survive i64 -> i64 exactly (no trip through double).
+  Tensor big = from_vector(std::vector<int64_t>{(int64_t(1) << 62) + 1}, {1});
+  EXPECT_EQ(big.to(DType::i64).to_vector<int64_t>()[0], (int64_t(1) << 62) + 1);
+  EXPECT_EQ(big.clone().to_vector<int64_t>()[0], (int64_t(1) << 62) + 1);
+}
+
+TEST(Dtype, SpecialValuesThroughTensors) {
+  Tensor s = tensor({INFINITY, -INFINITY, NAN, 0x1p-20, -0.0});
+  for (DType h : {DType::f16, DType::bf16}) {
+    auto v = s.to(h).to_vector<double>();
+    EXPECT_EQ(v[0], INFINITY);
+    EXPECT_EQ(v[1], -INFINITY);
+    EXPECT_TRUE(std::isnan(v[2]));
+    EXPECT_EQ(v[3], 0x1p-20);  // subnormal in f16 (exactly representable), normal in bf16
+    EXPECT_TRUE(std::signbit(v[4]));
+  }
+}
+
+TEST(Dtype, HalfKernelsComputeInF32) {
+  // f16 max is 65504. The mean of (60000, 60000) sums to 120000 inside the kernel: in f32 that is fine, and
+  // only the result (60000) is rounded to f16.
+  Tensor x = tensor({60000.0, 60000.0}).to(DType::f16);
+  EXPECT_EQ(mean(x).item(), 60000.0);
+  EXPECT_EQ(var(x, {0}).item(), 0.0);
+  EXPECT_EQ(softmax(x).to_vector<double>(), (std::vector<double>{0.5, 0.5}));
+  // Each op rounds its own result to f16 once: 60000 * 2 = 120000 is stored as inf.
+  EXPECT_EQ(mul(x, 2.0).to_vector<double>()[0], INFINITY);
+  Tensor a = tensor({1.0, 2.0, 3.0}).to(DType::bf16);
+  EXPECT_EQ(softmax(a).dtype(), DType::bf16);
+  EXPECT_EQ(matmul(a.reshape({1, 3}), a.reshape({3, 1})).item(), 14.0);
+  EXPECT_EQ(sum(a).item(), 6.0);
+}
+
+TEST(Dtype, DataPointerChecksType) {
+  Tensor x = zeros({2});
+  expect_error([&] { x.data<double>(); }, {"Tensor::data: requested f64 pointer, but the tensor holds f32"});
+  expect_error([&] { zeros({2}, DType::bf16).data<f16>(); },
+               {"requested f16 pointer, but the tensor holds bf16"});
+}

@@ -1,0 +1,127 @@
+// Factories, random generators (statistics and reproducibility at 1 and 2 threads), and their errors.
+#include "ops_test_util.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+TEST(Factory, Values) {
+  EXPECT_EQ(zeros({2, 3}).to_vector<double>(), std::vector<double>(6, 0.0));
+  EXPECT_EQ(ones({2}, DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(full({3}, 2.5, DType::bf16).to_vector<double>(), (std::vector<double>{2.5, 2.5, 2.5}));
+  EXPECT_EQ(scalar_tensor(4.0).dim(), 0);
+  EXPECT_EQ(scalar_tensor(4.0).item(), 4.0);
+  EXPECT_EQ(arange(5).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(arange(5).dtype(), DType::i64);
+  EXPECT_EQ(arange(1.0, 2.0, 0.25).to_vector<double>(), (std::vector<double>{1, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(arange(3.0, 0.0, -1.0).to_vector<double>(), (std::vector<double>{3, 2, 1}));
+  EXPECT_EQ(arange(2.0, 1.0).numel(), 0);
+  EXPECT_EQ(from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}).to_vector<double>()[3], 4.0);
+  EXPECT_EQ(from_vector(std::vector<float>{1.5f}, {1}, DType::f64).dtype(), DType::f64);
+  EXPECT_EQ(tensor({{1.0, 2.0}, {3.0, 4.0}}).shape(), (Shape{2, 2}));
+  EXPECT_EQ(empty({0, 5}).numel(), 0);
+  EXPECT_EQ(zeros_like(ones({3}, DType::f16)).dtype(), DType::f16);
+  EXPECT_EQ(ones_like(zeros({2})).to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(empty_like(zeros({4, 1})).shape(), (Shape{4, 1}));
+  EXPECT_TRUE(zeros({2, 3}).is_contiguous());
+  EXPECT_EQ(zeros({2, 3}).device().str(), "cpu");
+  EXPECT_NE(tensor({1.0, 2.0}).str().find("Tensor(shape=(2), dtype=f32, values=[1, 2])"), std::string::npos);
+}
+
+TEST(Random, StatisticsAndRanges) {
+  Generator g(123);
+  auto u = rand({100000}, g).to_vector<double>();
+  double mean = 0;
+  for (double v : u) {
+    ASSERT_GE(v, 0.0);
+    ASSERT_LT(v, 1.0);
+    mean += v;
+  }
+  EXPECT_NEAR(mean / 1e5, 0.5, 0.005);
+  auto n = randn({100000}, g, DType::f64, 2.0, 3.0).to_vector<double>();
+  double m = 0, m2 = 0;
+  for (double v : n) m += v, m2 += v * v;
+  m /= 1e5;
+  EXPECT_NEAR(m, 2.0, 0.05);
+  EXPECT_NEAR(std::sqrt(m2 / 1e5 - m * m), 3.0, 0.05);
+  auto ui = uniform({10000}, -2.0, -1.0, g).to_vector<double>();
+  for (double v : ui) ASSERT_TRUE(v >= -2.0 && v < -1.0);
+  auto ri = randint(-3, 4, {10000}, g).to_vector<int64_t>();
+  std::vector<int> count(7, 0);
+  for (int64_t v : ri) {
+    ASSERT_TRUE(v >= -3 && v < 4);
+    ++count[size_t(v + 3)];
+  }
+  for (int c : count) EXPECT_NEAR(c, 10000 / 7.0, 200);
+  // In-place fills.
+  Tensor t = zeros({1000});
+  uniform_(t, 5.0, 6.0, g);
+  for (double v : t.to_vector<double>()) ASSERT_TRUE(v >= 5.0 && v < 6.0);
+  normal_(t, 0.0, 0.01, g);
+  for (double v : t.to_vector<double>()) ASSERT_LT(std::abs(v), 0.1);
+}
+
+TEST(Random, SameSeedSameTensorsAtOneAndTwoThreads) {
+  std::vector<Tensor> r1, r2;
+  for (int threads : {1, 2}) {
+    ThreadsGuard guard(threads);
+    Generator g(2024);
+    auto& r = threads == 1 ? r1 : r2;
+    r.push_back(rand({70001}, g));
+    r.push_back(randn({300, 301}, g, DType::f64));
+    r.push_back(randint(0, 1000, {50001}, g));
+    r.push_back(uniform({40000}, -1.0, 1.0, g, DType::bf16));
+    r.push_back(dropout(ones({50000}), 0.5, true, g));
+  }
+  for (size_t i = 0; i < r1.size(); ++i) EXPECT_TRUE(bitwise_equal(r1[i], r2[i])) << i;
+  // Different seeds differ; the generator state is (seed, offset) and can be restored.
+  Generator a(1), b(2);
+  EXPECT_FALSE(bitwise_equal(randn({16}, a), randn({16}, b)));
+  Generator c(5);
+  randn({10}, c);
+  uint64_t seed = c.seed(), off = c.offset();
+  Tensor next = randn({10}, c);
+  c.set_state(seed, off);
+  EXPECT_TRUE(bitwise_equal(randn({10}, c), next));
+  c.manual_seed(5);
+  EXPECT_EQ(c.offset(), 0u);
+  manual_seed(9);
+  Tensor d1 = rand({4});
+  manual_seed(9);
+  EXPECT_TRUE(bitwise_equal(rand({4}), d1));
+}
+
+TEST(Factory, Errors) {
+  expect_error([] { empty({2, -1}); }, {"empty: sizes must be non-negative, got shape (2, -1)"});
+  expect_error([] { zeros({-3}); }, {"empty: sizes must be non-negative"});
+  expect_error([] { arange(0.0, 1.0, 0.0); }, {"arange: step must be non-zero"});
+  expect_error([] { arange(0.0, INFINITY); }, {"arange: start, end and step must be finite"});
+  expect_error(
+      [] {
+        from_vector(std::vector<double>{1, 2, 3}, {2, 2});
+      },
+      {"from_vector: got 3 values for shape (2, 2), which holds 4"});
+  expect_error(
+      [] {
+        tensor({{1.0, 2.0}, {3.0}});
+      },
+      {"tensor: rows must all have the same length: expected 2, got 1"});
+  Generator g(1);
+  expect_error([&] { uniform({2}, 1.0, 0.0, g); }, {"uniform: expected lo <= hi, got 1 and 0"});
+  expect_error([&] { uniform({2}, 0.0, 1.0, g, DType::i64); },
+               {"uniform: expected a floating dtype, got i64"});
+  expect_error([&] { rand({2}, g, DType::i64); }, {"uniform: expected a floating dtype, got i64"});
+  expect_error([&] { randn({2}, g, DType::i64); }, {"randn: expected a floating dtype, got i64"});
+  expect_error([&] { randint(3, 3, {2}, g); }, {"randint: expected lo < hi, got 3 and 3"});
+  expect_error([] { zeros({2}).item(); }, {"item: expected a tensor with one element, got shape (2)"});
+  expect_error([] { Tensor().shape(); }, {"Tensor: use of an undefined tensor"});
+  // Without the CUDA backend the core refuses; with it, the backend reports why (e.g. no driver/GPU here).
+  try {
+    zeros({2}).to(Device::cuda(0));
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind("to:", 0) == 0)
+      EXPECT_NE(msg.find("to: cannot move a tensor from cpu to cuda:0"), std::string::npos) << msg;
+    else
+      EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
+  }
+}

@@ -1,0 +1,214 @@
+// View ops and joins: values, that views share storage, gradchecks of every one, and every error path.
+#include "ops_test_util.h"
+
+using namespace ng;
+using namespace ng::testing;
+
+static Tensor ar(Shape s) {
+  return arange(0.0, double(numel(s)), 1.0, DType::f64).reshape(s);
+}
+
+TEST(Views, ForwardValuesAndSharedStorage) {
+  Tensor x = ar({2, 3, 4});
+  EXPECT_EQ(x.permute({2, 0, 1}).shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(x.permute({2, 0, 1}).contiguous().to_vector<double>()[1], 4.0);  // (0,0,1) -> x[0,1,0]
+  EXPECT_EQ(x.transpose(0, 2).shape(), (Shape{4, 3, 2}));
+  EXPECT_EQ(x.narrow(2, 1, 2).to_vector<double>(),
+            (std::vector<double>{1, 2, 5, 6, 9, 10, 13, 14, 17, 18, 21, 22}));
+  EXPECT_EQ(x.slice(2, 0, 4, 3).to_vector<double>(),
+            (std::vector<double>{0, 3, 4, 7, 8, 11, 12, 15, 16, 19, 20, 23}));
+  EXPECT_EQ(x.slice(1, -2, 100).shape(), (Shape{2, 2, 4}));  // negative start, end clamped
+  EXPECT_EQ(x.select(1, -1).to_vector<double>(), (std::vector<double>{8, 9, 10, 11, 20, 21, 22, 23}));
+  EXPECT_EQ(x.flatten().shape(), (Shape{24}));
+  EXPECT_EQ(x.flatten(1).shape(), (Shape{2, 12}));
+  EXPECT_EQ(x.flatten(0, 1).shape(), (Shape{6, 4}));
+  EXPECT_EQ(x.reshape({4, -1}).shape(), (Shape{4, 6}));
+  EXPECT_EQ(x.view({-1}).to_vector<double>()[23], 23.0);
+  EXPECT_EQ(x.unsqueeze(0).shape(), (Shape{1, 2, 3, 4}));
+  EXPECT_EQ(x.unsqueeze(-1).shape(), (Shape{2, 3, 4, 1}));
+  EXPECT_EQ(x.unsqueeze(1).squeeze(1).shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(x.squeeze(0).shape(), (Shape{2, 3, 4}));  // size 2: unchanged
+  Tensor col = ar({3, 1});
+  EXPECT_EQ(col.expand({2, 3, 4}).shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(col.expand({3, -1}).shape(), (Shape{3, 1}));
+  EXPECT_EQ(col.expand({2, 3, 4}).stride(0), 0);
+  EXPECT_EQ(col.expand({3, 2}).to_vector<double>(), (std::vector<double>{0, 0, 1, 1, 2, 2}));
+  // Views share storage: a write through the view is seen by the base, and bumps the shared version.
+  Tensor v = x.select(0, 1).narrow(1, 0, 1);
+  uint64_t before = x.version();
+  v.fill_(-1.0);
+  EXPECT_EQ(x.to_vector<double>()[12], -1.0);
+  EXPECT_EQ(x.to_vector<double>()[16], -1.0);
+  EXPECT_GT(x.version(), before);
+  EXPECT_FALSE(x.t().is_contiguous() && x.dim() == 2);
+  // reshape of a non-viewable layout copies; view of a transposed matrix is refused (error test below).
+  Tensor m = ar({3, 4});
+  Tensor r = m.t().reshape({12});
+  EXPECT_EQ(r.to_vector<double>()[1], 4.0);
+}
+
+TEST(Views, CatAndStackValues) {
+  Tensor a = ar({2, 2}), b = add(ar({2, 1}), 10.0);
+  EXPECT_EQ(cat({a, b}, 1).to_vector<double>(), (std::vector<double>{0, 1, 10, 2, 3, 11}));
+  EXPECT_EQ(cat({a, a}, 0).shape(), (Shape{4, 2}));
+  EXPECT_EQ(cat({a, a.t()}, -1).to_vector<double>(), (std::vector<double>{0, 1, 0, 2, 2, 3, 1, 3}));
+  Tensor s = stack({a, a}, 1);
+  EXPECT_EQ(s.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(s.to_vector<double>(), (std::vector<double>{0, 1, 0, 1, 2, 3, 2, 3}));
+  EXPECT_EQ(stack({a, a, a}, -1).shape(), (Shape{2, 2, 3}));
+}
+
+TEST(Views, GradcheckEveryViewOp) {
+  Generator g(1);
+  const Shape s{2, 3, 4};
+  std::vector<std::pair<const char*, GradcheckFn>> ops = {
+      {"reshape",
+       [](auto& in) {
+         return in[0].reshape({4, 6});
+       }},
+      {"reshape_copy", [](auto& in) { return in[0].transpose(0, 2).reshape({-1}); }},
+      {"view",
+       [](auto& in) {
+         return in[0].contiguous().view({6, 4});
+       }},
+      {"flatten", [](auto& in) { return in[0].flatten(1); }},
+      {"permute",
+       [](auto& in) {
+         return in[0].permute({2, 0, 1});
+       }},
+      {"transpose", [](auto& in) { return in[0].transpose(-1, 0); }},
+      {"narrow", [](auto& in) { return in[0].narrow(2, 1, 2); }},
+      {"slice_step", [](auto& in) { return in[0].slice(2, 0, 4, 3); }},
+      {"slice_neg", [](auto& in) { return in[0].slice(1, -2, 3); }},
+      {"select", [](auto& in) { return in[0].select(1, 2); }},
+      {"squeeze_unsqueeze", [](auto& in) { return in[0].unsqueeze(1).unsqueeze(-1).squeeze(1); }},
+      {"expand",
+       [](auto& in) {
+         return in[0].select(2, 0).unsqueeze(0).expand({5, 2, 3});
+       }},
+      {"expand_mid",
+       [](auto& in) {
+         return in[0].narrow(1, 0, 1).expand({2, 3, 4});
+       }},
+      {"contiguous",
+       [](auto& in) {
+         return in[0].permute({1, 0, 2}).contiguous();
+       }},
+      {"clone", [](auto& in) { return in[0].clone(); }},
+      {"cat",
+       [](auto& in) {
+         return cat({in[0], in[0].narrow(1, 0, 1), in[0]}, 1);
+       }},
+      {"cat_last",
+       [](auto& in) {
+         return cat({in[0].t().contiguous().t(), in[0]}, -1);
+       }},
+      {"stack",
+       [](auto& in) {
+         return stack({in[0], mul(in[0], 2.0)}, 2);
+       }},
+      {"to_f32_and_back", [](auto& in) { return in[0].to(DType::f32).to(DType::f64); }},
+      {"chain",
+       [](auto& in) {
+         return in[0].permute({2, 1, 0}).slice(0, 1, 4).flatten(0, 1).narrow(0, 2, 5);
+       }},
+  };
+  for (auto& [name, f] : ops) {
+    SCOPED_TRACE(name);
+    if (std::string(name) == "to_f32_and_back") {
+      // f32 in the middle: loosen the tolerance to f32 rounding of the values.
+      GradcheckOptions o;
+      o.eps = 1e-3;
+      o.atol = 1e-4;
+      expect_gradcheck(f, {leaf(s, g)}, o);
+      continue;
+    }
+    expect_gradcheck(f, {leaf(s, g)});
+    expect_gradcheck(f, {noncontig_leaf(s, g)});
+  }
+  // cat / stack of two different leaves.
+  expect_gradcheck([](auto& in) { return cat({in[0], in[1]}, 0); }, {leaf({2, 3}, g), leaf({4, 3}, g)});
+  expect_gradcheck(
+      [](auto& in) {
+        return stack({in[0], in[1]}, 0);
+      },
+      {leaf({2, 3}, g), noncontig_leaf({2, 3}, g)});
+}
+
+TEST(Views, ToDtypeGradientConvertsBack) {
+  Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  Tensor y = x.to(DType::f16);
+  sum(mul(y, 3.0)).backward();
+  EXPECT_EQ(x.grad().dtype(), DType::f64);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+  // to(i64) is not differentiable: the result does not require grad.
+  EXPECT_FALSE(x.to(DType::i64).requires_grad());
+}
+
+TEST(Views, Errors) {
+  Tensor x = zeros({2, 3, 4});
+  expect_error(
+      [&] {
+        x.reshape({5, -1});
+      },
+      {"reshape: shape (5, -1) is invalid for a tensor of shape (2, 3, 4) (24 elements)"});
+  expect_error([&] { x.reshape({-1, -1}); }, {"reshape: only one dimension can be -1, got (-1, -1)"});
+  expect_error([&] { x.reshape({7}); }, {"reshape: shape (7) is invalid for a tensor of shape (2, 3, 4)"});
+  expect_error([&] { x.reshape({-2, 12}); }, {"reshape: invalid size -2 in shape (-2, 12)"});
+  expect_error([&] { x.view({0, -1}); }, {"view: shape (0, -1) is invalid"});
+  expect_error(
+      [&] { x.transpose(0, 1).view({24}); },
+      {"view: cannot view a tensor of shape (3, 2, 4) with strides (4, 12, 1) as (24) without copying",
+       "use reshape()"});
+  expect_error(
+      [&] {
+        x.permute({0, 1});
+      },
+      {"permute: expected 3 dims for a tensor of shape (2, 3, 4), got 2"});
+  expect_error([&] { x.permute({0, 1, 1}); }, {"permute: dim 1 appears twice in the permutation"});
+  expect_error([&] { x.permute({0, 1, 3}); }, {"permute: dim 3 is out of range for a tensor with 3 dims"});
+  expect_error([&] { x.transpose(0, 3); }, {"transpose: dim 3 is out of range"});
+  expect_error([&] { x.narrow(1, 2, 2); }, {"narrow: window [2, 4) is out of range for dim 1 of size 3"});
+  expect_error([&] { x.narrow(1, -1, 1); }, {"narrow: window [-1, 0) is out of range"});
+  expect_error([&] { x.slice(0, 0, 2, 0); }, {"slice: step must be positive, got 0"});
+  expect_error([&] { x.slice(5, 0, 1); }, {"slice: dim 5 is out of range"});
+  expect_error([&] { x.select(2, 4); }, {"select: index 4 is out of range for dim 2 of size 4"});
+  expect_error([&] { x.select(0, -3); }, {"select: index -3 is out of range for dim 0 of size 2"});
+  expect_error([&] { x.expand({3, 4}); }, {"expand: cannot expand shape (2, 3, 4) to (3, 4) (fewer dims)"});
+  expect_error(
+      [&] {
+        x.expand({2, 5, 4});
+      },
+      {"expand: cannot expand shape (2, 3, 4) to (2, 5, 4): dim 1 has size 3, which is neither 5 nor 1"});
+  expect_error([&] { x.expand({-2, 2, 3, 4}); }, {"expand: cannot expand to (-2, 2, 3, 4)"});
+  expect_error([&] { x.squeeze(3); }, {"squeeze: dim 3 is out of range"});
+  expect_error([&] { x.unsqueeze(4); }, {"unsqueeze: dim 4 is out of range for a tensor with 4 dims"});
+  expect_error([&] { x.flatten(2, 1); }, {"flatten: start dim 2 must not come after end dim 1"});
+  expect_error([&] { x.flatten(0, 3); }, {"flatten: dim 3 is out of range"});
+  expect_error([&] { cat({}, 0); }, {"cat: expected at least one tensor"});
+  expect_error(
+      [&] {
+        cat({x, zeros({2, 3, 4}, DType::f64)}, 0);
+      },
+      {"cat: tensor 1 has dtype f64, expected f32"});
+  expect_error(
+      [&] {
+        cat({x, zeros({2, 3})}, 0);
+      },
+      {"cat: tensor 1 has shape (2, 3), expected 3 dims like (2, 3, 4)"});
+  expect_error(
+      [&] {
+        cat({x, zeros({2, 5, 4})}, 0);
+      },
+      {"cat: tensor 1 has shape (2, 5, 4), which differs from (2, 3, 4) outside dim 0"});
+  expect_error([&] { cat({x}, 3); }, {"cat: dim 3 is out of range"});
+  expect_error([&] { stack({}, 0); }, {"stack: expected at least one tensor"});
+  expect_error(
+      [&] {
+        stack({x, zeros({2, 3, 5})}, 0);
+      },
+      {"stack: tensor 1 has shape (2, 3, 5), expected (2, 3, 4) like tensor 0"});
+  expect_error([&] { stack({x}, 4); }, {"stack: dim 4 is out of range"});
+  expect_error([&] { x.size(3); }, {"Tensor::size: dim 3 is out of range"});
+  expect_error([&] { x.stride(-4); }, {"Tensor::stride: dim -4 is out of range"});
+}
