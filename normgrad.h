@@ -23,6 +23,7 @@
 #include "tensor/ops/softmax.h"
 #include "tensor/ops/views.h"
 
+#include "autograd/anomaly.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"

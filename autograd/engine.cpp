@@ -4,6 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "autograd/anomaly.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "tensor/ops/elementwise.h"
@@ -13,13 +14,6 @@ namespace ng {
 
 namespace {
 bool g_anomaly = false;
-
-bool all_finite(const Tensor& t) {
-  if (!is_floating(t.dtype())) return true;
-  for (double v : t.to_vector<double>())
-    if (!std::isfinite(v)) return false;
-  return true;
-}
 }  // namespace
 
 bool anomaly_enabled() { return g_anomaly; }
@@ -97,7 +91,8 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
                  shape_str(gi.shape()), " for input ", i, ", expected ", shape_str(node->input_shapes[i]));
         if (g_anomaly && !all_finite(gi))
           fail("anomaly", "the backward of ", node->name(), " produced NaN or Inf in the gradient of input ",
-               i, " (shape ", shape_str(node->input_shapes[i]), ")");
+               i, " (shape ", shape_str(node->input_shapes[i]), "); its inputs have shapes ",
+               shapes_list(node->input_shapes));
         auto [it, inserted] = grads.try_emplace(e.fn.get(), gi);
         if (!inserted) it->second = add(it->second, gi);
       }

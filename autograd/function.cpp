@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "autograd/anomaly.h"
 #include "tensor/ops/reduce.h"
 
 namespace ng {
@@ -25,6 +26,8 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 void attach(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  // Anomaly mode (autograd/anomaly.h): the first op whose output holds NaN/Inf throws, here.
+  if (anomaly_enabled()) check_forward_anomaly(out, name, inputs);
   auto node = std::make_shared<FunctionNode>(name, std::move(backward));
   node->sequence_nr = g_sequence.fetch_add(1);
   node->next_edges.reserve(inputs.size());

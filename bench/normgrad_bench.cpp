@@ -41,6 +41,7 @@
 
 #include "normgrad.h"
 #include "nn/norms/norms.h"
+#include "nn/tinylm.h"
 #include "optim/adam.h"
 #include "tensor/ops/loss.h"
 #include "tensor/ops/softmax.h"
@@ -338,6 +339,96 @@ void bench_softmax_loss_adam() {
   }
 }
 
+// ---- the exp2 training step -------------------------------------------------------------------------
+
+// One optimizer step of exp2 (docs: issue 5): TinyLM with 2 layers, hidden 256, 4 heads, 4x ReLU FFN, RoPE,
+// char-level vocabulary (65), batch 16, sequence 64, Adam. A step is forward + loss + backward + Adam step +
+// zero_grad, on random tokens (the time does not depend on the text). Four configs, as in exp2:
+// NoNorm, Post-LN + LayerNorm, Pre-LN + LayerNorm, Pre-LN + RMSNorm. The last one is also run on 1 thread
+// for the scaling figure. Target: Pre-LN + RMSNorm <= 100 ms/step on 2 threads.
+struct StepConfig {
+  std::string name, norm_position, norm;
+};
+
+ng::nn::TinyLMConfig exp2_model(const StepConfig& c) {
+  ng::nn::TinyLMConfig m;
+  m.vocab_size = 65;
+  m.dim = 256;
+  m.n_layers = 2;
+  m.n_heads = 4;
+  m.norm_position = c.norm_position;
+  m.norm = c.norm;
+  m.final_norm = c.norm_position != "none";
+  m.position = "rope";
+  m.max_seq_len = 64;
+  m.seed = 1;
+  return m;
+}
+
+double bench_train_step() {
+  const std::vector<StepConfig> configs = {{"nonorm", "none", "layernorm"},
+                                           {"postln_layernorm", "post", "layernorm"},
+                                           {"preln_layernorm", "pre", "layernorm"},
+                                           {"preln_rmsnorm", "pre", "rmsnorm"}};
+  const int64_t B = 16, T = 64;
+  double ms_preln_rms = 0;
+  for (const auto& c : configs) {
+    const std::string name = "train_step/exp2/" + c.name;
+    if (!selected(name)) continue;
+    std::vector<int> thread_counts = {opt.threads};
+    if (c.name == "preln_rmsnorm" && opt.threads != 1) thread_counts.push_back(1);
+    double t_main = 0;
+    for (int threads : thread_counts) {
+      ng::set_num_threads(threads);
+      ng::nn::TinyLM model(exp2_model(c));
+      ng::optim::Adam adam(model.named_parameters(), {.lr = 5e-4});
+      std::vector<int64_t> tok(size_t(B * T)), tgt(size_t(B * T));
+      for (size_t i = 0; i < tok.size(); ++i) tok[i] = int64_t((i * 2654435761u) % 65);  // any tokens
+      for (size_t i = 0; i < tok.size(); ++i) tgt[i] = tok[(i + 1) % tok.size()];
+      const ng::Tensor tokens = ng::from_vector(tok, {B, T}), targets = ng::from_vector(tgt, {B, T});
+      float last_loss = 0;
+      auto step = [&] {
+        ng::Tensor loss = model.loss(tokens, targets);
+        loss.backward();
+        adam.step();
+        model.zero_grad();
+        last_loss = float(loss.item());
+      };
+      step();  // first step: Adam's moment buffers are allocated
+      const double saved = opt.min_time;
+      opt.min_time = std::max(opt.min_time, opt.quick ? 0.3 : 1.0);
+      Timing t = time_it(step);
+      opt.min_time = saved;
+      json row = {{"bench", "train_step"},
+                  {"name", name},
+                  {"config", c.name},
+                  {"shape", "B16xT64xC256xL2"},
+                  {"dtype", "f32"},
+                  {"threads", threads},
+                  {"seconds", t.best},
+                  {"median", t.median},
+                  {"reps", t.reps},
+                  {"ms_per_step", t.best * 1e3},
+                  {"loss", last_loss},
+                  {"baseline", "target 100 ms"},
+                  {"figure", fmt(t.best * 1e3, 1) + " ms/step"},
+                  {"baseline_text", "target <= 100 ms (median " + fmt(t.median * 1e3, 1) + " ms)"},
+                  {"ratio_text", fmt(100.0 / (t.best * 1e3), 2) + "x under target"}};
+      if (threads == opt.threads) {
+        t_main = t.best;
+        if (c.name == "preln_rmsnorm") ms_preln_rms = t.best * 1e3;
+      } else {
+        row["scaling"] = t.best / t_main;
+        row["ratio_text"] =
+            "1->" + std::to_string(opt.threads) + " threads: " + fmt(t.best / t_main, 2) + "x";
+      }
+      emit(row);
+    }
+  }
+  ng::set_num_threads(opt.threads);
+  return ms_preln_rms;
+}
+
 // ---- the table --------------------------------------------------------------------------------------
 
 void print_table(std::ostream& os) {
@@ -403,6 +494,7 @@ int main(int argc, char** argv) {
   bench_matmul(peak);
   bench_norms();
   bench_softmax_loss_adam();
+  bench_train_step();
 
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);

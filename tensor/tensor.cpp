@@ -61,7 +61,8 @@ double Tensor::item() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = contiguous();
+  // A tensor on another device is copied to the CPU first (an error when no backend can copy it).
+  Tensor c = device().is_cpu() ? contiguous() : to(Device::cpu()).contiguous();
   std::vector<T> out(static_cast<size_t>(numel()));
   NG_DISPATCH_ALL(c.dtype(), "to_vector", [&]<typename scalar_t>() {
     const scalar_t* p = static_cast<const scalar_t*>(c.raw_data());

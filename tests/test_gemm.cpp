@@ -204,3 +204,21 @@ TEST(Gemm, MatmulOnTransposedViewsUsesTheFastKernelCorrectly) {
   ASSERT_EQ(x.size(), size_t(45 * 33));
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4) << "at " << i;
 }
+
+TEST(Gemm, BatchedEqualsOneGemmPerItemBitwise) {
+  // Small items (run in parallel over the batch) and large ones (run one by one on all threads), with a
+  // broadcast operand (offset 0 for every item), in NT form as attention's q k^T.
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 64}, {33, 17, 9}, {300, 260, 270}}) {
+    const int64_t batch = 5;
+    auto p = make_problem<float>(false, true, M * batch, N, K, 0, 11);  // A: batch items stacked by rows
+    std::vector<int64_t> a_off(batch), b_off(batch, 0);
+    for (int64_t b = 0; b < batch; ++b) a_off[size_t(b)] = b * M * K;
+    std::vector<float> C1(size_t(batch * M * N)), C2(size_t(batch * M * N));
+    gemm_batched(false, true, batch, M, N, K, p.A.data(), a_off.data(), K, p.B.data(), b_off.data(), K,
+                 C1.data(), M * N, N, false);
+    for (int64_t b = 0; b < batch; ++b)
+      gemm(false, true, M, N, K, p.A.data() + a_off[size_t(b)], K, p.B.data(), K, C2.data() + b * M * N, N,
+           false);
+    EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << M << "x" << N << "x" << K;
+  }
+}

@@ -67,7 +67,8 @@ TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
       int64_t G;
     };
     std::vector<Case> cases = {{{3, 4}, 2},     {{2, 6, 1}, 6},   {{2, 6, 7}, 3},    {{2, 4, 17}, 4},
-                               {{3, 8, 33}, 2}, {{1, 2, 100}, 1}, {{2, 4, 3, 5}, 2}, {{2, 32, 16}, 8}};
+                               {{3, 8, 33}, 2}, {{1, 2, 100}, 1}, {{2, 4, 3, 5}, 2}, {{2, 32, 16}, 8},
+                               {{5, 96}, 4},    {{3, 70}, 2}};
     for (const Case& c : cases) {
       const int64_t N = c.shape[0], C = c.shape[1], S = numel(c.shape) / (N * C);
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
@@ -155,6 +156,16 @@ TEST(GroupNorm, DeterministicAcrossThreadCounts) {
   };
   std::vector<Tensor> one = with_threads(1, run), two = with_threads(2, run);
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(bitwise_equal(one[i], two[i])) << "output " << i;
+  // (N, C) input: one value per channel, the across-channel path
+  Tensor x2 = randn({3000, 64}, gen), dy2 = randn({3000, 64}, gen), w2 = randn({64}, gen);
+  auto run2 = [&]() {
+    auto s = norms::group_norm_forward(x2, 3000, 64, 1, 8, w2, Tensor(), 1e-5);
+    auto g = norms::group_norm_backward(dy2, x2, s.mean, s.rstd, w2, 3000, 64, 1, 8, true, true, true);
+    return std::vector<Tensor>{s.y, g.dx, g.dweight, g.dbias};
+  };
+  std::vector<Tensor> one2 = with_threads(1, run2), two2 = with_threads(2, run2);
+  for (size_t i = 0; i < one2.size(); ++i)
+    EXPECT_TRUE(bitwise_equal(one2[i], two2[i])) << "(N, C) output " << i;
 }
 
 TEST(GroupNorm, Errors) {

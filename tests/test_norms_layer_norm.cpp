@@ -243,3 +243,31 @@ TEST(LayerNorm, ModuleParametersAndForward) {
   nn::LayerNorm no_bias(4, 1e-5, true, false);
   EXPECT_EQ(no_bias.parameters().size(), 1u);
 }
+
+TEST(Norms, EachOpIsOneAutogradNodeWhoseEdgesAreTheInputs) {
+  // Not composed of primitive ops: the output's grad_fn is the norm's own node, and its edges lead straight
+  // to the leaves' accumulators.
+  Tensor x = randn({4, 6, 2}).requires_grad_(), w = ones({6}).requires_grad_(),
+         b = zeros({6}).requires_grad_();
+  Tensor w2 = ones({2}).requires_grad_(), b2 = zeros({2}).requires_grad_();
+  struct Case {
+    Tensor y;
+    const char* name;
+    size_t edges;
+  };
+  std::vector<Case> cases = {
+      {F::layer_norm(x, {2}, w2, b2), "LayerNormBackward", 3},
+      {F::rms_norm(x, w2), "RMSNormBackward", 2},
+      {F::batch_norm(x, Tensor(), Tensor(), w, b, true), "BatchNormBackward", 3},
+      {F::group_norm(x, 3, w, b), "GroupNormBackward", 3},
+  };
+  for (const Case& c : cases) {
+    ASSERT_TRUE(c.y.grad_fn() != nullptr) << c.name;
+    EXPECT_EQ(c.y.grad_fn()->name(), c.name);
+    ASSERT_EQ(c.y.grad_fn()->next_edges.size(), c.edges) << c.name;
+    for (const Edge& e : c.y.grad_fn()->next_edges) {
+      ASSERT_TRUE(e.valid()) << c.name;
+      EXPECT_EQ(e.fn->name(), "AccumulateGrad") << c.name;
+    }
+  }
+}

@@ -88,7 +88,8 @@ void GroupNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   const int64_t s_main = S - S % L;
   const size_t s_rest = size_t(S - s_main);
 
-  for (int64_t r = r0; r < r1; ++r) {
+  // g: the row's group, stepped along with r (a division per row costs as much as a short row's math)
+  for (int64_t r = r0, g = r0 % G; r < r1; ++r, g = g + 1 == G ? 0 : g + 1) {
     const T* HWY_RESTRICT xr = x + r * m;
     T* HWY_RESTRICT yr = y + r * m;
     const Tail<D, T> x_tail(xr + m_main, m_rest);
@@ -116,7 +117,24 @@ void GroupNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     rstd[r] = rs;
 
     // pass 3: channel by channel
-    const int64_t g = r % G;
+    if (S == 1) {
+      // One value per channel (an (N, C) input): the row is the group's channels, so vectors run across
+      // channels and each lane takes its own weight and bias, exactly LayerNorm's output pass.
+      const AccT<T>* HWY_RESTRICT wg = w + g * cpg;
+      const AccT<T>* HWY_RESTRICT bg = b + g * cpg;
+      const auto vrs = hn::Set(d, rs), vneg = hn::Set(d, -dmean * rs);
+      for (int64_t i = 0; i < m_main; i += L) {
+        const auto xhat = hn::MulAdd(hn::Sub(LoadAs(d, xr + i), vK), vrs, vneg);
+        StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, wg + i), hn::LoadU(d, bg + i)), yr + i);
+      }
+      if (m_rest) {
+        const auto xhat = hn::MulAdd(hn::Sub(x_tail.load(d), vK), vrs, vneg);
+        Tail<D, T> yt(m_rest);
+        yt.store(d, hn::MulAdd(xhat, LoadTailA(d, wg + m_main, m_rest), LoadTailA(d, bg + m_main, m_rest)),
+                 yr + m_main);
+      }
+      continue;
+    }
     for (int64_t k = 0; k < cpg; ++k) {
       const int64_t c = g * cpg + k;
       const A sc = rs * w[c];
@@ -197,6 +215,56 @@ void group_norm_backward_reference(const T* dy, const T* x, const A* w, const A*
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
+// S == 1 (an (N, C) input): the row is the group's m = C/G channels, one value each. LayerNorm's backward
+// with the group's slice of weight and of the dweight/dbias partial rows: vectors run across channels.
+template <typename T>
+void RowBackwardOneValuePerChannel(const T* HWY_RESTRICT dyr, const T* HWY_RESTRICT xr,
+                                   const AccT<T>* HWY_RESTRICT wg, AccT<T> mu, AccT<T> rs,
+                                   T* HWY_RESTRICT dxr, AccT<T>* HWY_RESTRICT dwg, AccT<T>* HWY_RESTRICT dbg,
+                                   int64_t m) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t m_main = m - m % L;
+  const size_t rest = size_t(m - m_main);
+  const auto vmu = hn::Set(d, mu), vrs = hn::Set(d, rs);
+  const Tail<D, T> x_tail(xr + m_main, rest), dy_tail(dyr + m_main, rest);  // zero-padded dy: adds nothing
+
+  // pass 1: sum_g, sum_gx; partial dweight += dy * xhat, dbias += dy
+  auto sum_g = hn::Zero(d), sum_gx = hn::Zero(d);
+  auto step1 = [&](hn::Vec<D> xv, hn::Vec<D> dyv, int64_t i, size_t cnt) {
+    const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
+    const auto gv = hn::Mul(dyv, cnt == size_t(L) ? hn::LoadU(d, wg + i) : LoadTailA(d, wg + i, cnt));
+    sum_g = hn::Add(sum_g, gv);
+    sum_gx = hn::MulAdd(gv, xhat, sum_gx);
+    if (cnt == size_t(L)) {
+      if (dwg) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dwg + i)), d, dwg + i);
+      if (dbg) hn::StoreU(hn::Add(dyv, hn::LoadU(d, dbg + i)), d, dbg + i);
+    } else {
+      if (dwg) StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, dwg + i, cnt)), dwg + i, cnt);
+      if (dbg) StoreTailA(d, hn::Add(dyv, LoadTailA(d, dbg + i, cnt)), dbg + i, cnt);
+    }
+  };
+  for (int64_t i = 0; i < m_main; i += L) step1(LoadAs(d, xr + i), LoadAs(d, dyr + i), i, size_t(L));
+  if (rest) step1(x_tail.load(d), dy_tail.load(d), m_main, rest);
+  if (!dxr) return;
+
+  // pass 2: dx = g * rstd + (xhat * k3 + k2)          term 1 + term 3 + term 2
+  const auto k2 = hn::Set(d, -rs * ReduceSum(d, sum_g) / A(m));
+  const auto k3 = hn::Set(d, -rs * ReduceSum(d, sum_gx) / A(m));
+  auto dx_of = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv) {
+    const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
+    return hn::MulAdd(hn::Mul(dyv, wv), vrs, hn::MulAdd(xhat, k3, k2));
+  };
+  for (int64_t i = 0; i < m_main; i += L)
+    StoreAs(d, dx_of(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, wg + i)), dxr + i);
+  if (rest) {
+    Tail<D, T> out(rest);
+    out.store(d, dx_of(x_tail.load(d), dy_tail.load(d), LoadTailA(d, wg + m_main, rest)), dxr + m_main);
+  }
+}
+
 template <typename T>
 void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                            const AccT<T>* HWY_RESTRICT mean, const AccT<T>* HWY_RESTRICT rstd,
@@ -210,11 +278,18 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   const int64_t s_main = S - S % L;
   const size_t s_rest = size_t(S - s_main);
 
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t g = r % G;
+  // g: the row's group, stepped along with r (a division per row costs as much as a short row's math)
+  for (int64_t r = r0, g = r0 % G; r < r1; ++r, g = g + 1 == G ? 0 : g + 1) {
     const A rs = rstd[r];
     const auto vmu = hn::Set(d, mean[r]);
     const auto vrs = hn::Set(d, rs);
+
+    if (S == 1) {
+      RowBackwardOneValuePerChannel<T>(dy + r * m, x + r * m, w + g * cpg, mean[r], rs,
+                                       dx ? dx + r * m : nullptr, dw_part ? dw_part + g * cpg : nullptr,
+                                       db_part ? db_part + g * cpg : nullptr, m);
+      continue;
+    }
 
     // pass 1
     A sum_g = 0, sum_gx = 0;
@@ -299,6 +374,11 @@ HWY_EXPORT(GroupNormBackwardF64);
 HWY_EXPORT(GroupNormBackwardF16);
 HWY_EXPORT(GroupNormBackwardBF16);
 
+// Forward rows (groups) shorter than this run the scalar loop even in the fast path: a row shorter than one
+// AVX-512 vector is all tail for the SIMD kernel, and the scalar loop is faster there (measured: 8.5 vs 12.9
+// ns per element for rows of 8). The backward keeps the SIMD kernel at every length (it measured faster).
+constexpr int64_t kShortRow = 16;
+
 NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, int64_t G,
                              const Tensor& weight, const Tensor& bias, double eps, Impl impl) {
   NG_CHECK(x.is_contiguous(), "group_norm_forward", "expected a contiguous x");
@@ -318,6 +398,14 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
     A* prstd = s.rstd.data<A>();
     if (impl == Impl::reference) {
       group_norm_forward_reference<T, A>(px, pw, pb, py, pmean, prstd, N, C, S, G, A(eps));
+      return;
+    }
+    if (m < kShortRow) {
+      // Short rows: the scalar loop, samples in parallel (fixed chunks).
+      parallel_for(N, std::max<int64_t>(1, 16384 / (C * S)), [&](int64_t n0, int64_t n1) {
+        group_norm_forward_reference<T, A>(px + n0 * C * S, pw, pb, py + n0 * C * S, pmean + n0 * G,
+                                           prstd + n0 * G, n1 - n0, C, S, G, A(eps));
+      });
       return;
     }
     std::vector<A> ones, zeros;

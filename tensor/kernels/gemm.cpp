@@ -290,9 +290,10 @@ struct Workspace {
   }
 };
 
+// max_threads: the most threads this GEMM may use (1 inside gemm_batched's parallel loop).
 template <typename T>
 void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-           int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+           int64_t ldb, T* C, int64_t ldc, bool accumulate, int max_threads) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty sum: C = 0, or C unchanged when accumulating
     if (!accumulate)
@@ -320,7 +321,7 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   // Macro-tiles: tile_a A-panels (rows of C) x a range of B-panels (columns of C). Aim for ~8 tiles per
   // thread so that a dynamic schedule evens out a busy core. The tiling decides which thread adds to
   // which C element, never the order of any sum, so it may depend on the thread count.
-  int threads = num_threads();
+  int threads = std::min(num_threads(), max_threads);
   if (double(M) * double(N) * double(K) < 64.0 * 64.0 * 64.0) threads = 1;  // not worth waking threads
   const int64_t tile_a = std::clamp<int64_t>(a_panels / (8 * threads), 1, 8);
   const int64_t tiles_m = (a_panels + tile_a - 1) / tile_a;
@@ -402,13 +403,42 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   }
 }
 
+// Work per GEMM below which gemm_batched runs whole GEMMs in parallel instead of splitting each one.
+constexpr double kSmallGemmFmas = 256.0 * 256.0 * 256.0;
+
+template <typename T>
+void GemmBatchedT(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
+                  const int64_t* a_off, int64_t lda, const T* B, const int64_t* b_off, int64_t ldb, T* C,
+                  int64_t c_stride, int64_t ldc, bool accumulate) {
+  if (batch == 1 || double(M) * double(N) * double(K) >= kSmallGemmFmas) {
+    for (int64_t b = 0; b < batch; ++b)
+      GemmT(ta, tb, M, N, K, A + a_off[b], lda, B + b_off[b], ldb, C + b * c_stride, ldc, accumulate,
+            1 << 30);
+    return;
+  }
+  parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      GemmT(ta, tb, M, N, K, A + a_off[b], lda, B + b_off[b], ldb, C + b * c_stride, ldc, accumulate, 1);
+  });
+}
+
 void GemmF32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
              int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  GemmT(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  GemmT(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate, 1 << 30);
 }
 void GemmF64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
              int64_t ldb, double* C, int64_t ldc, bool accumulate) {
-  GemmT(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  GemmT(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate, 1 << 30);
+}
+void GemmBatchedF32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                    const int64_t* a_off, int64_t lda, const float* B, const int64_t* b_off, int64_t ldb,
+                    float* C, int64_t c_stride, int64_t ldc, bool accumulate) {
+  GemmBatchedT(ta, tb, batch, M, N, K, A, a_off, lda, B, b_off, ldb, C, c_stride, ldc, accumulate);
+}
+void GemmBatchedF64(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const double* A,
+                    const int64_t* a_off, int64_t lda, const double* B, const int64_t* b_off, int64_t ldb,
+                    double* C, int64_t c_stride, int64_t ldc, bool accumulate) {
+  GemmBatchedT(ta, tb, batch, M, N, K, A, a_off, lda, B, b_off, ldb, C, c_stride, ldc, accumulate);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -421,6 +451,8 @@ namespace ng {
 namespace gemm_simd {
 HWY_EXPORT(GemmF32);
 HWY_EXPORT(GemmF64);
+HWY_EXPORT(GemmBatchedF32);
+HWY_EXPORT(GemmBatchedF64);
 }  // namespace gemm_simd
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
@@ -430,6 +462,18 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
           int64_t ldb, double* C, int64_t ldc, bool accumulate) {
   HWY_DYNAMIC_DISPATCH(gemm_simd::GemmF64)(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+void gemm_batched(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                  const int64_t* a_off, int64_t lda, const float* B, const int64_t* b_off, int64_t ldb,
+                  float* C, int64_t c_stride, int64_t ldc, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(gemm_simd::GemmBatchedF32)
+  (ta, tb, batch, M, N, K, A, a_off, lda, B, b_off, ldb, C, c_stride, ldc, accumulate);
+}
+void gemm_batched(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const double* A,
+                  const int64_t* a_off, int64_t lda, const double* B, const int64_t* b_off, int64_t ldb,
+                  double* C, int64_t c_stride, int64_t ldc, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(gemm_simd::GemmBatchedF64)
+  (ta, tb, batch, M, N, K, A, a_off, lda, B, b_off, ldb, C, c_stride, ldc, accumulate);
 }
 }  // namespace ng
 #endif

@@ -1,5 +1,7 @@
 #include "tensor/ops/matmul.h"
 
+#include <vector>
+
 #include "autograd/function.h"
 #include "tensor/kernels/gemm.h"
 #include "tensor/ops/elementwise.h"
@@ -65,8 +67,9 @@ Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, bool naive) {
     const T* pa = static_cast<const T*>(a.raw_data());
     const T* pb = static_cast<const T*>(b.raw_data());
     T* po = out.data<T>();
+    // Offset of each batch item in a and b (their batch strides may be 0 where broadcast).
+    std::vector<int64_t> offs_a(static_cast<size_t>(nb)), offs_b(static_cast<size_t>(nb));
     for (int64_t bi = 0; bi < nb; ++bi) {
-      // Offset of batch bi in a and b (their batch strides may be 0 where broadcast).
       int64_t oa = 0, ob = 0, rem = bi;
       for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
         int64_t i = rem % batch[d];
@@ -74,10 +77,17 @@ Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, bool naive) {
         oa += i * a.stride(d);
         ob += i * b.stride(d);
       }
-      if (naive)
-        gemm_naive<T>(la.trans, lb.trans, M, N, K, pa + oa, la.ld, pb + ob, lb.ld, po + bi * M * N, N, false);
-      else
-        gemm(la.trans, lb.trans, M, N, K, pa + oa, la.ld, pb + ob, lb.ld, po + bi * M * N, N, false);
+      offs_a[size_t(bi)] = oa;
+      offs_b[size_t(bi)] = ob;
+    }
+    if (naive) {
+      for (int64_t bi = 0; bi < nb; ++bi)
+        gemm_naive<T>(la.trans, lb.trans, M, N, K, pa + offs_a[size_t(bi)], la.ld, pb + offs_b[size_t(bi)],
+                      lb.ld, po + bi * M * N, N, false);
+    } else {
+      // Many small products (attention's per-head ones) run in parallel over the batch.
+      gemm_batched(la.trans, lb.trans, nb, M, N, K, pa, offs_a.data(), la.ld, pb, offs_b.data(), lb.ld, po,
+                   M * N, N, false);
     }
   });
   return out;
