@@ -247,7 +247,7 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   Tensor row_loss = empty({rows}, acc, logits.device()),
          row_counts = empty({rows}, DType::i64, logits.device());
   Tensor bad = empty({1}, DType::i64, logits.device());
-  fill_(bad, double(INT64_MAX));
+  fill_(bad, double(rows));  // "no bad row" (every real row index is smaller)
   NG_CUDA_DISPATCH_FLOAT(logits.dtype(), op, [&]<typename T>() {
     using A = acc_t<T>;
     auto* bad_ptr = static_cast<unsigned long long*>(bad.raw_data());
@@ -269,7 +269,7 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   });
   // A target out of range is an error, as on the CPU: one small copy tells whether any row had one.
   const int64_t bad_row = bad.to(Device::cpu()).to_vector<int64_t>()[0];
-  if (bad_row != INT64_MAX) {
+  if (bad_row < rows) {
     const int64_t t = targets.to(Device::cpu()).reshape({rows}).to_vector<int64_t>()[size_t(bad_row)];
     fail(op, "target ", t, " at position ", bad_row, " is out of range for ", V,
          " classes (expected 0 <= target < ", V, " or ignore_index = ", ignore_index, ")");
