@@ -1,5 +1,6 @@
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -43,24 +44,27 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& cfg, Generator& 
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
 }
 
-const RopeTables& CausalSelfAttention::rope_for(int64_t T, DType dtype) {
-  auto key = std::make_pair(T, int(dtype));
-  auto it = rope_cache_.find(key);
-  if (it == rope_cache_.end())
-    it = rope_cache_.emplace(key, rope_tables(T, config.head_size(), config.rope_theta, dtype)).first;
-  return it->second;
+// The tables and the mask are kept for the longest T seen so far (grown by doubling) and sliced to T, so a
+// generation loop that grows T one token at a time computes them O(log T) times and keeps one copy.
+RopeTables CausalSelfAttention::rope_for(int64_t T, DType dtype) {
+  RopeTables& cached = rope_cache_[int(dtype)];
+  if (!cached.cos.defined() || cached.cos.size(0) < T) {
+    const int64_t rows = std::max(T, cached.cos.defined() ? 2 * cached.cos.size(0) : T);
+    cached = rope_tables(rows, config.head_size(), config.rope_theta, dtype);
+  }
+  return {cached.cos.narrow(0, 0, T), cached.sin.narrow(0, 0, T)};
 }
 
-const Tensor& CausalSelfAttention::mask_for(int64_t T) {
-  auto it = mask_cache_.find(T);
-  if (it == mask_cache_.end()) {
+Tensor CausalSelfAttention::mask_for(int64_t T) {
+  if (!mask_.defined() || mask_.size(0) < T) {
     // mask[t, s] = 1 where s > t: position t must not see the future position s.
-    std::vector<double> m(size_t(T * T), 0.0);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t s = t + 1; s < T; ++s) m[size_t(t * T + s)] = 1.0;
-    it = mask_cache_.emplace(T, from_vector(m, Shape{T, T}, DType::f32)).first;
+    const int64_t n = std::max(T, mask_.defined() ? 2 * mask_.size(0) : T);
+    std::vector<double> m(size_t(n * n), 0.0);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t s = t + 1; s < n; ++s) m[size_t(t * n + s)] = 1.0;
+    mask_ = from_vector(m, Shape{n, n}, DType::f32);
   }
-  return it->second;
+  return mask_.narrow(0, 0, T).narrow(1, 0, T);  // (T, T), a view
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
@@ -82,7 +86,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 
   // 3. RoPE: rotate q and k by their position (v carries content, it is not rotated).
   if (config.rope) {
-    const RopeTables& tables = rope_for(T, x.dtype());
+    const RopeTables tables = rope_for(T, x.dtype());
     q = apply_rope(q, tables.cos, tables.sin);
     k = apply_rope(k, tables.cos, tables.sin);
   }

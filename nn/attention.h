@@ -65,11 +65,12 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;
 
  private:
-  // RoPE tables and causal masks, computed on first use for a (T, dtype) and kept (not state: derived).
-  const RopeTables& rope_for(int64_t T, DType dtype);
-  const Tensor& mask_for(int64_t T);
-  std::map<std::pair<int64_t, int>, RopeTables> rope_cache_;
-  std::map<int64_t, Tensor> mask_cache_;
+  // RoPE tables (per dtype) and the causal mask, derived data rather than state: computed on first use for
+  // the longest T seen, and sliced to the T at hand.
+  RopeTables rope_for(int64_t T, DType dtype);
+  Tensor mask_for(int64_t T);
+  std::map<int, RopeTables> rope_cache_;
+  Tensor mask_;
 };
 
 }  // namespace ng::nn

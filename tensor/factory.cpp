@@ -1,13 +1,21 @@
 // Tensor factories: empty, zeros, ones, full, arange, from_vector, tensor({...}).
 #include <cmath>
+#include <limits>
 
 #include "tensor/tensor.h"
 
 namespace ng {
 
 Tensor empty(const Shape& shape, DType dtype) {
-  for (int64_t s : shape)
+  // Check sizes and that numel * dtype_size fits before multiplying (an overflow would allocate too little).
+  int64_t n = 1;
+  const int64_t item = int64_t(dtype_size(dtype));
+  for (int64_t s : shape) {
     NG_CHECK(s >= 0, "empty", "sizes must be non-negative, got shape ", shape_str(shape));
+    NG_CHECK(s == 0 || n <= std::numeric_limits<int64_t>::max() / item / s, "empty", "shape ", shape_str(shape),
+             " has too many elements (the byte size overflows 64 bits)");
+    n *= s;
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(size_t(numel(shape)) * dtype_size(dtype));
   impl->shape = shape;

@@ -13,6 +13,8 @@
 // True, a malformed dict, a shape whose size overflows or does not match the bytes in the file are all an
 // ng::Error naming the file and the problem. Nothing is allocated until the header has been checked
 // against the file's size, so a lying header cannot trigger a giant allocation.
+//
+// More, with every bad-file case: docs/npy.md.
 #pragma once
 
 #include <string>

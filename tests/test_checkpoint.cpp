@@ -12,10 +12,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// One scratch folder per test process, removed when the process exits.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("ng_checkpoint_" + std::to_string(::getpid()));
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+} scratch;
+
 std::string temp_path(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ng_checkpoint_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return (d / name).string();
+  fs::create_directories(scratch.path);
+  return (scratch.path / name).string();
 }
 
 const std::string kText = "to be, or not to be, that is the question: ";

@@ -15,10 +15,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// One scratch folder per test process, removed when the process exits.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("ng_safetensors_" + std::to_string(::getpid()));
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+} scratch;
+
 std::string temp_dir() {
-  fs::path d = fs::temp_directory_path() / ("ng_safetensors_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d.string();
+  fs::create_directories(scratch.path);
+  return scratch.path.string();
 }
 
 std::vector<uint8_t> raw_bytes(const Tensor& t) {

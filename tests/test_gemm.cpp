@@ -122,9 +122,9 @@ TEST(Gemm, F64MatchesNaiveOnSmallAndOddShapesInAllForms) {
 }
 
 TEST(Gemm, MatchesNaiveAcrossKBlocksAndMacroTiles) {
-  // K over one, two and three k-blocks (kc <= 768), M and N over several panels and macro-tiles.
-  sweep_shapes<float>({1, 37, 64}, {70, 300}, {769, 1540});
-  sweep_shapes<double>({29, 100}, {33, 300}, {770});
+  // K over one, two and three k-blocks (kc <= 1024), M and N over several panels and macro-tiles.
+  sweep_shapes<float>({1, 37, 64}, {70, 300}, {1025, 2100});
+  sweep_shapes<double>({29, 100}, {33, 300}, {1030});
 }
 
 TEST(Gemm, EverySimdTargetMatchesNaive) {
@@ -133,7 +133,7 @@ TEST(Gemm, EverySimdTargetMatchesNaive) {
   for (int64_t target : {int64_t(HWY_AVX3), int64_t(HWY_AVX2), int64_t(HWY_SSE4)}) {
     if ((hwy::SupportedTargets() & target) == 0) continue;
     hwy::SetSupportedTargetsForTest(target);
-    sweep_shapes<float>({1, 7, 13}, {5, 17, 40}, {3, 770});
+    sweep_shapes<float>({1, 7, 13}, {5, 17, 40}, {3, 1030});
     sweep_shapes<double>({6, 13}, {9, 33}, {5});
     ++tested;
   }

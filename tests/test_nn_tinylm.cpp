@@ -133,6 +133,7 @@ TEST(TinyLM, LearnsARepeatedTextAndSamplesIt) {
   // ln(9) = 2.2, and greedy sampling continues the text.
   std::string text;
   for (int i = 0; i < 40; ++i) text += "hello world! ";
+  ng::set_num_threads(1);  // tiny model: threads add only overhead (results are thread-count independent)
   auto tok = nn::CharTokenizer::from_corpus(text);
   std::vector<int64_t> ids = tok.encode(text);
   nn::TinyLMConfig c;
@@ -169,6 +170,7 @@ TEST(TinyLM, LearnsARepeatedTextAndSamplesIt) {
   EXPECT_LT(last, 0.1) << "first loss " << first;
   std::vector<int64_t> out = nn::generate(m, tok.encode("hel"), 15, 0.0);
   EXPECT_EQ(tok.decode(out), "hello world! hello");
+  ng::set_num_threads(0);
 }
 
 TEST(Sampling, ReproducibleForASeed) {
@@ -184,6 +186,12 @@ TEST(Sampling, ReproducibleForASeed) {
   EXPECT_TRUE(m.is_training());  // restored
   // top_k = 1 is greedy whatever the temperature and seed.
   EXPECT_EQ(nn::generate(m, prompt, 10, 5.0, 1, 7), nn::generate(m, prompt, 10, 0.0, 0, 8));
+  // Learned positions: the context is cropped to max_seq_len, so generation can run past it.
+  auto lc = tiny(9);
+  lc.position = "learned";
+  lc.max_seq_len = 4;
+  nn::TinyLM learned(lc);
+  EXPECT_EQ(nn::generate(learned, prompt, 10, 1.0, 3, 1).size(), 13u);
   EXPECT_THROW(nn::generate(m, {}, 3), Error);
   EXPECT_THROW(nn::generate(m, {9}, 3), Error);
 }

@@ -94,4 +94,8 @@ TEST(Dropout, Errors) {
   expect_error([&] { dropout(x, -0.1, true); }, {"dropout: p must be in [0, 1], got -0.1"});
   expect_error([&] { dropout(x, NAN, false); }, {"dropout: p must be in [0, 1], got nan"});
   expect_error([&] { dropout(arange(3), 0.5, true); }, {"dropout: expected a floating tensor, got i64"});
+  Generator g(1);
+  expect_error([&] { dropout_mask({3}, 0.5, DType::i64, g); },
+               {"dropout: expected a floating dtype, got i64"});
+  expect_error([&] { dropout_mask({3}, 2.0, DType::f32, g); }, {"dropout: p must be in [0, 1], got 2"});
 }

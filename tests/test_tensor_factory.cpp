@@ -93,6 +93,15 @@ TEST(Random, SameSeedSameTensorsAtOneAndTwoThreads) {
 TEST(Factory, Errors) {
   expect_error([] { empty({2, -1}); }, {"empty: sizes must be non-negative, got shape (2, -1)"});
   expect_error([] { zeros({-3}); }, {"empty: sizes must be non-negative"});
+  expect_error(
+      [] {
+        empty({int64_t(1) << 32, int64_t(1) << 32});
+      },
+      {"empty: shape (4294967296, 4294967296) has too many elements (the byte size overflows 64 bits)"});
+#if !defined(__SANITIZE_ADDRESS__)  // ASan aborts on huge allocations instead of returning null
+  expect_error([] { empty({int64_t(1) << 52}); },
+               {"Storage: out of memory allocating 18014398509481984 bytes"});
+#endif
   expect_error([] { arange(0.0, 1.0, 0.0); }, {"arange: step must be non-zero"});
   expect_error([] { arange(0.0, INFINITY); }, {"arange: start, end and step must be finite"});
   expect_error(

@@ -86,6 +86,22 @@ TEST(Kernels, SoftmaxRowsMatchReferenceOnEveryTarget) {
         softmax_rows_reference(x64.data<double>() + 1, r64.data(), 1, n, log);
         for (int64_t k = 0; k < n; ++k) EXPECT_NEAR(y64[k], r64[k], 1e-13) << n;
       }
+      // Backward rows: y from the forward, a random upstream gradient.
+      for (bool log : {false, true}) {
+        std::vector<float> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+        softmax_rows_reference(x.data<float>() + 1, y.data(), 1, n, log);
+        const float* dy = x.data<float>() + 7;
+        ASSERT_TRUE(simd::softmax_backward_row(y.data(), dy, dx.data(), n, log));
+        softmax_backward_rows_reference(y.data(), dy, ref.data(), 1, n, log);
+        for (int64_t k = 0; k < n; ++k) EXPECT_NEAR(dx[k], ref[k], 1e-4) << n << " log=" << log;
+        std::vector<double> y64(static_cast<size_t>(n)), dx64(static_cast<size_t>(n)),
+            ref64(static_cast<size_t>(n));
+        softmax_rows_reference(x64.data<double>() + 1, y64.data(), 1, n, log);
+        const double* dy64 = x64.data<double>() + 7;
+        ASSERT_TRUE(simd::softmax_backward_row(y64.data(), dy64, dx64.data(), n, log));
+        softmax_backward_rows_reference(y64.data(), dy64, ref64.data(), 1, n, log);
+        for (int64_t k = 0; k < n; ++k) EXPECT_NEAR(dx64[k], ref64[k], 1e-11) << n << " log=" << log;
+      }
       float lse = 0, lse_ref = 0;
       ASSERT_TRUE(simd::logsumexp_row(x.data<float>() + 1, n, &lse));
       logsumexp_rows_reference(x.data<float>() + 1, &lse_ref, 1, n);

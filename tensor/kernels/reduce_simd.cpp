@@ -73,22 +73,20 @@ double SumT(const T* HWY_RESTRICT x, int64_t n, double mu) {
   return hn::GetLane(hn::SumOfLanes(d, total));
 }
 
-// acc_c += sum_r x_{r,c}: walk the rows in order, adding each row into the f64 accumulators.
+// acc_c += sum_r x_{r,c}: stream the rows in order and add each one into acc (which stays in L1 cache:
+// the caller passes at most a few hundred columns). Each column's sum runs over r = 0, 1, ... in order.
 template <typename T>
 void AddRowsToT(const T* HWY_RESTRICT x, int64_t R, int64_t C, int64_t ld, double* HWY_RESTRICT acc) {
   const D64 d;
   const int64_t N = int64_t(hn::Lanes(d));
-  int64_t c = 0;
-  for (; c + N <= C; c += N) {
-    auto a = hn::LoadU(d, acc + c);
-    for (int64_t r = 0; r < R; ++r) a = hn::Add(a, Load64(x + r * ld + c));
-    hn::StoreU(a, d, acc + c);
-  }
-  if (c < C) {
-    const size_t rest = size_t(C - c);
-    auto a = LoadTail(d, acc + c, rest);
-    for (int64_t r = 0; r < R; ++r) a = hn::Add(a, LoadTail64(x + r * ld + c, rest));
-    StoreTail(a, d, acc + c, rest);
+  for (int64_t r = 0; r < R; ++r) {
+    const T* HWY_RESTRICT row = x + r * ld;
+    int64_t c = 0;
+    for (; c + N <= C; c += N) hn::StoreU(hn::Add(hn::LoadU(d, acc + c), Load64(row + c)), d, acc + c);
+    if (c < C) {
+      const size_t rest = size_t(C - c);
+      StoreTail(hn::Add(LoadTail(d, acc + c, rest), LoadTail64(row + c, rest)), d, acc + c, rest);
+    }
   }
 }
 

@@ -86,6 +86,61 @@ bool SoftmaxRowT(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log
   return true;
 }
 
+// s = sum_k dy_k y_k (softmax) or sum_k dy_k (log_softmax), then the elementwise formula.
+// Returns false for a log_softmax row holding a nan in y (Exp would turn it into 0).
+template <typename T>
+bool SoftmaxBackwardRowT(const T* HWY_RESTRICT y, const T* HWY_RESTRICT dy, T* HWY_RESTRICT dx, int64_t n,
+                         bool log) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  // 1. the row sum, with two accumulators
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d);
+  auto bad = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto g0 = hn::LoadU(d, dy + i), g1 = hn::LoadU(d, dy + i + N);
+    if (log) {
+      a0 = hn::Add(a0, g0);
+      a1 = hn::Add(a1, g1);
+    } else {
+      a0 = hn::MulAdd(g0, hn::LoadU(d, y + i), a0);
+      a1 = hn::MulAdd(g1, hn::LoadU(d, y + i + N), a1);
+    }
+  }
+  for (; i < n; i += N) {
+    const size_t rest = size_t(std::min<int64_t>(N, n - i));
+    const auto g = rest == size_t(N) ? hn::LoadU(d, dy + i) : LoadTail(d, dy + i, rest);
+    if (log) {
+      a0 = hn::Add(a0, g);
+    } else {
+      const auto yv = rest == size_t(N) ? hn::LoadU(d, y + i) : LoadTail(d, y + i, rest);
+      a0 = hn::MulAdd(g, yv, a0);
+    }
+  }
+  const auto vs = hn::Set(d, hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1))));
+
+  // 2. dx
+  i = 0;
+  for (; i < n; i += N) {
+    const size_t rest = size_t(std::min<int64_t>(N, n - i));
+    const bool full = rest == size_t(N);
+    const auto yv = full ? hn::LoadU(d, y + i) : LoadTail(d, y + i, rest);
+    const auto g = full ? hn::LoadU(d, dy + i) : LoadTail(d, dy + i, rest);
+    hn::Vec<decltype(d)> r;
+    if (log) {
+      bad = hn::Or(bad, hn::VecFromMask(d, hn::IsNaN(yv)));
+      r = hn::NegMulAdd(hn::Exp(d, yv), vs, g);  // dy - exp(y) s
+    } else {
+      r = hn::Mul(yv, hn::Sub(g, vs));  // y (dy - s)
+    }
+    if (full)
+      hn::StoreU(r, d, dx + i);
+    else
+      StoreTail(r, d, dx + i, rest);
+  }
+  return hn::AllFalse(d, hn::MaskFromVec(bad));
+}
+
 template <typename T>
 bool LogSumExpRowT(const T* HWY_RESTRICT x, int64_t n, T* lse) {
   const T m = RowMax(x, n);
@@ -115,6 +170,12 @@ bool SoftmaxRowF32(const float* x, float* y, int64_t n, bool log) {
 bool SoftmaxRowF64(const double* x, double* y, int64_t n, bool log) {
   return SoftmaxRowT(x, y, n, log);
 }
+bool SoftmaxBackwardRowF32(const float* y, const float* dy, float* dx, int64_t n, bool log) {
+  return SoftmaxBackwardRowT(y, dy, dx, n, log);
+}
+bool SoftmaxBackwardRowF64(const double* y, const double* dy, double* dx, int64_t n, bool log) {
+  return SoftmaxBackwardRowT(y, dy, dx, n, log);
+}
 bool LogSumExpRowF32(const float* x, int64_t n, float* lse) {
   return LogSumExpRowT(x, n, lse);
 }
@@ -137,6 +198,8 @@ HWY_AFTER_NAMESPACE();
 namespace ng::simd {
 HWY_EXPORT(SoftmaxRowF32);
 HWY_EXPORT(SoftmaxRowF64);
+HWY_EXPORT(SoftmaxBackwardRowF32);
+HWY_EXPORT(SoftmaxBackwardRowF64);
 HWY_EXPORT(LogSumExpRowF32);
 HWY_EXPORT(LogSumExpRowF64);
 HWY_EXPORT(ScaledSoftmaxF32);
@@ -147,6 +210,12 @@ bool softmax_row(const float* x, float* y, int64_t L, bool log) {
 }
 bool softmax_row(const double* x, double* y, int64_t L, bool log) {
   return HWY_DYNAMIC_DISPATCH(SoftmaxRowF64)(x, y, L, log);
+}
+bool softmax_backward_row(const float* y, const float* dy, float* dx, int64_t L, bool log) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxBackwardRowF32)(y, dy, dx, L, log);
+}
+bool softmax_backward_row(const double* y, const double* dy, double* dx, int64_t L, bool log) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxBackwardRowF64)(y, dy, dx, L, log);
 }
 bool logsumexp_row(const float* x, int64_t L, float* lse) {
   return HWY_DYNAMIC_DISPATCH(LogSumExpRowF32)(x, L, lse);

@@ -15,6 +15,12 @@ namespace ng::simd {
 bool softmax_row(const float* x, float* y, int64_t L, bool log);
 bool softmax_row(const double* x, double* y, int64_t L, bool log);
 
+// Backward of one row, given the forward output y and the upstream gradient dy:
+//   softmax:      dx_j = y_j (dy_j - sum_k dy_k y_k)
+//   log_softmax:  dx_j = dy_j - exp(y_j) sum_k dy_k
+bool softmax_backward_row(const float* y, const float* dy, float* dx, int64_t L, bool log);
+bool softmax_backward_row(const double* y, const double* dy, double* dx, int64_t L, bool log);
+
 // lse = log(sum_j exp(x_j)), computed as m + log(sum_j exp(x_j - m)), m = max_j x_j.
 bool logsumexp_row(const float* x, int64_t L, float* lse);
 bool logsumexp_row(const double* x, int64_t L, double* lse);

@@ -8,6 +8,8 @@
 // 0/0). A batch made only of padding then contributes nothing instead of poisoning the weights with nan.
 //
 // A target outside [0, V) that is not ignore_index is an ng::Error naming the value, its position and V.
+//
+// Derivation of the backward and the design choices: docs/softmax_cross_entropy.md.
 #pragma once
 
 #include "tensor/tensor.h"

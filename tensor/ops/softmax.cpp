@@ -60,13 +60,11 @@ void softmax_rows(const T* x, T* y, int64_t rows, int64_t L, bool log) {
 template void softmax_rows<float>(const float*, float*, int64_t, int64_t, bool);
 template void softmax_rows<double>(const double*, double*, int64_t, int64_t, bool);
 
-namespace {
-
-// Backward of one row, given y (the forward output) and dy:
+// Backward of rows, given y (the forward output) and dy. The reference loops:
 //   softmax:      dx_i = y_i (dy_i - sum_j dy_j y_j)
 //   log_softmax:  dx_i = dy_i - exp(y_i) sum_j dy_j          (exp(y) is the softmax)
 template <typename T>
-void softmax_backward_rows(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log) {
+void softmax_backward_rows_reference(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log) {
   parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(L, 1)), [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; ++r) {
       const T* yr = y + r * L;
@@ -84,6 +82,25 @@ void softmax_backward_rows(const T* y, const T* dy, T* dx, int64_t rows, int64_t
     }
   });
 }
+template void softmax_backward_rows_reference<float>(const float*, const float*, float*, int64_t, int64_t,
+                                                     bool);
+template void softmax_backward_rows_reference<double>(const double*, const double*, double*, int64_t, int64_t,
+                                                      bool);
+
+// The fast path (Highway, tensor/kernels/softmax_simd.cpp); a log_softmax row with nan falls back.
+template <typename T>
+void softmax_backward_rows(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log) {
+  if (L == 0) return;
+  parallel_for(rows, std::max<int64_t>(1, 4096 / L), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r)
+      if (!simd::softmax_backward_row(y + r * L, dy + r * L, dx + r * L, L, log))
+        softmax_backward_rows_reference(y + r * L, dy + r * L, dx + r * L, 1, L, log);
+  });
+}
+template void softmax_backward_rows<float>(const float*, const float*, float*, int64_t, int64_t, bool);
+template void softmax_backward_rows<double>(const double*, const double*, double*, int64_t, int64_t, bool);
+
+namespace {
 
 // The permutation that moves `dim` to the end, keeping the other dims in order.
 std::vector<int64_t> dim_last_perm(int64_t ndim, int64_t dim) {

@@ -5,6 +5,8 @@
 //
 // Subtracting the row maximum m changes nothing mathematically (it cancels) but keeps every exp() in
 // (0, 1], so large logits cannot overflow to inf. f16/bf16 inputs are computed in f32 and rounded back.
+//
+// Derivations of both backwards: docs/softmax_cross_entropy.md.
 #pragma once
 
 #include "tensor/tensor.h"
@@ -23,5 +25,10 @@ template <typename T>
 void softmax_rows_reference(const T* x, T* y, int64_t rows, int64_t L, bool log);
 template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t L, bool log);
+// The backward of those rows, given y = the forward output and dy; reference and fast, as above.
+template <typename T>
+void softmax_backward_rows_reference(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log);
+template <typename T>
+void softmax_backward_rows(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log);
 
 }  // namespace ng

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Build the libFuzzer targets (fuzz/) with clang and run each for a bounded time.
+#
+#   bash scripts/fuzz.sh                 # 60 s per target
+#   FUZZ_SECONDS=20 bash scripts/fuzz.sh # shorter, for CI
+#   FUZZ_TARGETS="fuzz_npy" bash scripts/fuzz.sh
+#
+# A separate build tree, build/fuzz (clang, -DNORMGRAD_FUZZ=ON: ASan + UBSan + coverage; no OpenMP,
+# CUDA, tests, examples or benchmarks). Each target starts from its committed seed corpus fuzz/corpus/<name>/
+# (never written to) and keeps what it finds in build/fuzz/corpus/<name>/. -malloc_limit_mb makes any single
+# allocation above 64 MiB a failure: inputs are at most 64 KiB, so that would be a reader believing a
+# header that lies about sizes. A crash leaves its input in build/fuzz/artifacts/ and fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${FUZZ_SECONDS:-60}
+targets=${FUZZ_TARGETS:-"fuzz_npy fuzz_safetensors fuzz_tokenizer"}
+jobs=${FUZZ_BUILD_JOBS:-$(nproc)}
+
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DNORMGRAD_FUZZ=ON \
+  -DNORMGRAD_OPENMP=OFF -DNORMGRAD_CUDA=OFF -DNORMGRAD_BUILD_TESTS=OFF -DNORMGRAD_BUILD_EXAMPLES=OFF \
+  -DNORMGRAD_BUILD_BENCH=OFF >/dev/null
+# shellcheck disable=SC2086
+cmake --build build/fuzz -j"$jobs" --target $targets
+
+mkdir -p build/fuzz/artifacts
+for t in $targets; do
+  name=${t#fuzz_}
+  mkdir -p "build/fuzz/corpus/$name"
+  echo "== $t: ${seconds} s"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "build/fuzz/fuzz/$t" "build/fuzz/corpus/$name" "fuzz/corpus/$name" \
+    -max_total_time="$seconds" -max_len=65536 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix="build/fuzz/artifacts/$t-" -print_final_stats=1 2>&1 |
+    grep -E "^#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY|Test unit written|==[0-9]+==" || true
+  # libFuzzer's exit status is lost in the pipe: a written crash artifact is the failure signal.
+  if ls build/fuzz/artifacts/"$t"-* >/dev/null 2>&1; then
+    echo "FAIL: $t found a crashing input:"; ls build/fuzz/artifacts/"$t"-*
+    exit 1
+  fi
+done
+echo "fuzz: all targets ran ${seconds} s without a finding"
