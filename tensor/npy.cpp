@@ -40,7 +40,9 @@ struct Parser {
   const std::string& path;
 
   [[noreturn]] void bad(const std::string& what) const {
-    fail("load_npy", path, ": malformed header (", what, " at character ", i, ") in ", s);
+    // Quote at most 200 characters of the header: a corrupt file may have a huge one.
+    fail("load_npy", path, ": malformed header (", what, " at character ", i, ") in ", s.substr(0, 200),
+         s.size() > 200 ? "..." : "");
   }
   void ws() {
     while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n')) ++i;
@@ -137,7 +139,7 @@ Header parse_header(const std::string& text, const std::string& path) {
   }
   if (!have_descr || !have_order || !have_shape)
     fail("load_npy", path, ": malformed header (expected the keys 'descr', 'fortran_order' and 'shape') in ",
-         text);
+         text.substr(0, 200));
   return h;
 }
 

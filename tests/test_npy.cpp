@@ -170,6 +170,17 @@ TEST_F(Npy, BadFiles) {
                {"hlen.npy", "truncated header", "32767 header bytes"});
   expect_error([&] { load_npy(npy("garbage.npy", "this is not a dict", 24)); },
                {"garbage.npy", "malformed header (expected '{'"});
+  {
+    // A huge garbage header: the message quotes only its first 200 characters.
+    std::string p = npy("long.npy", std::string(5000, 'x'), 0);
+    try {
+      load_npy(p);
+      ADD_FAILURE() << "expected ng::Error";
+    } catch (const Error& e) {
+      EXPECT_LT(std::string(e.what()).size(), 600u);
+      EXPECT_NE(std::string(e.what()).find("malformed header"), std::string::npos);
+    }
+  }
   expect_error([&] { load_npy(npy("unterm.npy", "{'descr: '<f4'", 24)); },
                {"unterm.npy", "malformed header"});
   expect_error([&] { load_npy(npy("nokey.npy", "{'descr': '<f4', 'shape': (2, 3), }", 24)); },

@@ -169,6 +169,11 @@ namespace ng::norms {
 //   dx_j = rstd * g_j  -  rstd * mean_g  -  rstd * xhat_j * mean_gx
 //          term 1         term 2            term 3
 //   term 1: x_j -> xhat_j directly; term 2: through the mean; term 3: through the variance.
+//
+// NOTE: xhat is recomputed from the SAVED mean, rounded to the compute type. The forward centres with the
+// exact shift K and d, so its output is right even for a row with mean 1e4 and std 1e-2 in f32; the
+// backward's (x - mean) there carries the mean's rounding, up to ulp(1e4)/2 ~ 5e-4, i.e. ~5% of that row's
+// std. For ordinary rows (|mean| not much larger than the std) the effect is at float rounding level.
 
 // Reference. dy, x, dx: (rows, n); w: (n) or null; mean, rstd: (rows); dw, db: (n) or null, summed over rows
 // in row order. dx may be null (not needed).
