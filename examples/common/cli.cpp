@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "autograd/engine.h"
 #include "tensor/parallel.h"
 
 namespace ng::examples {
@@ -29,6 +30,8 @@ void add_common_flags(CLI::App& app, CommonOptions& o) {
   app.add_option("--save", o.save, "write a safetensors checkpoint of the last model trained");
   app.add_option("--resume", o.resume, "start the last model from this checkpoint");
   app.add_flag("--quiet", o.quiet, "no progress bar");
+  app.add_flag("--detect-anomaly", o.detect_anomaly,
+               "stop at the first op whose forward or backward makes NaN/Inf, naming it (slow)");
 }
 
 namespace {
@@ -57,6 +60,7 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptio
   if (ec || !std::filesystem::is_directory(o.out))
     return usage_error(app, "--out: cannot create folder '" + o.out + "': " + ec.message());
   if (o.threads > 0) ng::set_num_threads(o.threads);
+  if (o.detect_anomaly) ng::set_anomaly_enabled(true);  // for the whole run (autograd/anomaly.h)
   return std::nullopt;
 }
 

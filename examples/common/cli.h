@@ -9,6 +9,8 @@
 //   --save PATH     write a safetensors checkpoint of the last model trained
 //   --resume PATH   start the last model from a checkpoint
 //   --quiet         no progress bar (it is off anyway when stderr is not a terminal)
+//   --detect-anomaly  anomaly mode for the whole run (autograd/anomaly.h): the first op whose forward or
+//                   backward makes a NaN/Inf throws an ng::Error naming it and its inputs' shapes (slow)
 //
 // A bad flag or value prints the error and the usage to stderr and the program exits with status 2.
 #pragma once
@@ -30,6 +32,7 @@ struct CommonOptions {
   bool data_given = false;  // --data was on the command line
   std::string save, resume;
   bool quiet = false;
+  bool detect_anomaly = false;  // --detect-anomaly: parse_flags turns anomaly mode on for the whole run
 
   // --steps if given, else `quick_steps` under --quick, else `full_steps`.
   int64_t steps_or(int64_t full_steps, int64_t quick_steps) const {

@@ -1,0 +1,102 @@
+// The trainers (examples/*) as black boxes: bad input gives a usage message and a non-zero exit, and
+// --detect-anomaly is a flag every trainer accepts.
+//
+// The programs are found beside this test: build/<preset>/tests/<this test> -> build/<preset>/examples/.
+// tests/test_examples.cpp (ExamplesPrograms.BadFlagsExitWithUsage) checks exp1's flag errors one by one; this
+// file runs the same kind of bad input through EVERY trainer that is built, so a new trainer that forgets
+// parse_flags() fails here.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path examples_dir() {
+  return fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "examples";
+}
+
+// Every executable in build/<preset>/examples/.
+std::vector<fs::path> trainers() {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(examples_dir(), ec)) {
+    if (!e.is_regular_file()) continue;
+    const auto perms = e.status().permissions();
+    if ((perms & fs::perms::owner_exec) == fs::perms::none) continue;
+    if (e.path().extension() == ".a") continue;
+    out.push_back(e.path());
+  }
+  return out;
+}
+
+struct Result {
+  int status = -1;
+  std::string err;
+};
+
+Result run(const std::string& args, const fs::path& dir) {
+  const fs::path err_file = dir / "stderr.txt";
+  const std::string cmd = args + " >/dev/null 2>" + err_file.string();
+  const int raw = std::system(cmd.c_str());
+  std::ifstream f(err_file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, ss.str()};
+}
+
+fs::path scratch() {
+  fs::path d = fs::temp_directory_path() / ("normgrad_rely_trainers_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+TEST(Trainers, EveryTrainerRejectsBadValuesWithUsageAndExitStatus2) {
+  const std::vector<fs::path> programs = trainers();
+  if (programs.empty()) GTEST_SKIP() << "no trainers built in " << examples_dir();
+  const fs::path dir = scratch();
+  const std::string out = " --out " + (dir / "o").string();
+  for (const fs::path& p : programs) {
+    const std::string exe = p.string();
+    // A value of the wrong type, and one out of range.
+    Result r = run(exe + out + " --steps banana", dir);
+    EXPECT_EQ(r.status, 2) << exe << ": " << r.err;
+    EXPECT_NE(r.err.find("--steps"), std::string::npos) << exe << ": " << r.err;
+    EXPECT_NE(r.err.find("Usage"), std::string::npos) << exe << ": " << r.err;
+    r = run(exe + out + " --seed -x", dir);
+    EXPECT_EQ(r.status, 2) << exe << ": " << r.err;
+    // An unreadable --data: a folder where a text file is expected.
+    r = run(exe + out + " --data " + dir.string(), dir);
+    EXPECT_EQ(r.status, 2) << exe << ": " << r.err;
+    EXPECT_NE(r.err.find("--data: cannot read"), std::string::npos) << exe << ": " << r.err;
+    EXPECT_NE(r.err.find("Usage"), std::string::npos) << exe << ": " << r.err;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Trainers, EveryTrainerAcceptsDetectAnomaly) {
+  const std::vector<fs::path> programs = trainers();
+  if (programs.empty()) GTEST_SKIP() << "no trainers built in " << examples_dir();
+  const fs::path dir = scratch();
+  for (const fs::path& p : programs) {
+    // --help lists the flag and exits 0; combined with a bad value, the error is the bad value, not the flag.
+    Result r = run(p.string() + " --help", dir);
+    EXPECT_EQ(r.status, 0) << p;
+    r = run(p.string() + " --detect-anomaly --out " + (dir / "o").string() + " --steps 0", dir);
+    EXPECT_EQ(r.status, 2) << p << ": " << r.err;
+    EXPECT_EQ(r.err.find("not expected"), std::string::npos)
+        << p << ": --detect-anomaly was refused: " << r.err;
+    EXPECT_NE(r.err.find("--steps"), std::string::npos) << p << ": " << r.err;
+    EXPECT_NE(r.err.find("--detect-anomaly"), std::string::npos) << p << ": the usage must list the flag";
+  }
+  fs::remove_all(dir);
+}
