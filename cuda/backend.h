@@ -14,4 +14,5 @@
 #include "cuda/device_tensor.h"
 #include "cuda/elementwise.h"
 #include "cuda/norms.h"
+#include "cuda/ops.h"
 #include "cuda/runtime.h"

@@ -1,5 +1,7 @@
 #include "nn/ffn.h"
 
+#include <cmath>
+
 #include "tensor/ops/elementwise.h"
 
 namespace ng::nn {
@@ -9,9 +11,16 @@ int64_t swiglu_hidden_size(int64_t dim) {
   return 64 * ((h + 64 - 1) / 64);
 }
 
+int64_t swiglu_hidden_size_pi(int64_t dim) {
+  return 64 * int64_t(std::ceil(double(dim) * M_PI / 64.0));
+}
+
 int64_t FFNConfig::hidden_size() const {
   if (hidden > 0) return hidden;
-  return kind == "swiglu" ? swiglu_hidden_size(dim) : 4 * dim;
+  NG_CHECK(sizing == "8/3" || sizing == "pi", "FeedForward", "sizing must be \"8/3\" or \"pi\", got \"",
+           sizing, "\"");
+  if (kind != "swiglu") return 4 * dim;
+  return sizing == "pi" ? swiglu_hidden_size_pi(dim) : swiglu_hidden_size(dim);
 }
 
 FeedForward::FeedForward(const FFNConfig& cfg, Generator& gen, Generator& dropout_gen) : config(cfg) {

@@ -9,6 +9,8 @@
 //   so MiniMind shrinks the hidden size to keep the parameter count near the 4C MLP:
 //     H = 64 * ceil( floor(C * 8 / 3) / 64 )        (8/3 C, rounded UP to a multiple of 64)
 //   e.g. C = 512 -> floor(1365.33) = 1365 -> H = 1408.
+//   Issue 4 states the rule as H = 64 * ceil(C * pi / 64) (C = 512 -> 1664). MiniMind's own code uses 8/3,
+//   which is the default here; set FFNConfig::sizing = "pi" for the pi rule.
 //
 // Both are made of differentiable ops (Linear, the activation, mul), so the backward is the chain of theirs.
 #pragma once
@@ -28,12 +30,15 @@ struct FFNConfig {
   std::string activation = "relu";  // MLP only: "relu" or "gelu"
   bool bias = true;                 // MLP only (SwiGLU has no biases, as in MiniMind)
   double dropout = 0.0;             // on the output
+  std::string sizing = "8/3";       // SwiGLU default hidden size: "8/3" (MiniMind's code) or "pi"
 
   int64_t hidden_size() const;
 };
 
 // MiniMind's SwiGLU hidden size: 64 * ceil(floor(8 C / 3) / 64).
 int64_t swiglu_hidden_size(int64_t dim);
+// The issue's statement of the rule: 64 * ceil(C * pi / 64).
+int64_t swiglu_hidden_size_pi(int64_t dim);
 
 class FeedForward : public Module {
  public:

@@ -44,6 +44,16 @@ TEST(FFN, HiddenSizes) {
   EXPECT_EQ(nn::swiglu_hidden_size(768), 2048);
   EXPECT_EQ(nn::swiglu_hidden_size(64), 192);
   EXPECT_EQ(nn::swiglu_hidden_size(8), 64);
+  // The pi rule: 64 * ceil(C * pi / 64).
+  EXPECT_EQ(nn::swiglu_hidden_size_pi(512), 1664);
+  EXPECT_EQ(nn::swiglu_hidden_size_pi(256), 832);
+  nn::FFNConfig pi_cfg;
+  pi_cfg.dim = 256;
+  pi_cfg.kind = "swiglu";
+  pi_cfg.sizing = "pi";
+  EXPECT_EQ(pi_cfg.hidden_size(), 832);
+  pi_cfg.sizing = "bogus";
+  EXPECT_THROW(pi_cfg.hidden_size(), Error);
   nn::FFNConfig mlp;
   mlp.dim = 10;
   EXPECT_EQ(mlp.hidden_size(), 40);

@@ -135,6 +135,19 @@ TEST(Softmax, HalfComputesInF32AndRoundsBack) {
   }
 }
 
+TEST(Softmax, GraphIsFreedWhenNoBackwardRuns) {
+  // The op saves its output for backward; that must not keep the output and its node alive in a cycle.
+  Tensor x = randn({3, 4}, default_generator(), DType::f64).requires_grad_();
+  for (bool log : {false, true}) {
+    Tensor y = log ? log_softmax(x) : softmax(x);
+    std::weak_ptr<Node> node = y.grad_fn();
+    std::weak_ptr<TensorImpl> out = y.impl_ptr();
+    y = Tensor();
+    EXPECT_TRUE(node.expired());
+    EXPECT_TRUE(out.expired());
+  }
+}
+
 TEST(Softmax, Errors) {
   expect_error([] { softmax(arange(4)); }, {"softmax: expected a floating tensor, got i64"});
   expect_error([] { log_softmax(arange(4)); }, {"log_softmax: expected a floating tensor, got i64"});

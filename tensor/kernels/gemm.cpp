@@ -22,7 +22,12 @@
 //               then add the register tile to C (store it, for the first block when !accumulate).
 //
 // The threads meet only twice per k-superblock (after packing op(B), and before it is overwritten); for
-// the trainer's shapes that is twice per GEMM.
+// the trainer's shapes that is twice per GEMM. gemm_batched (attention's per-head products) runs small
+// GEMMs whole, one per thread, instead of splitting each one.
+//
+// kc: up to 1024. With kc = 1024 an A-panel (12 x 1024 x 4 B = 48 KiB) no longer fits the 32 KiB L1, but
+// the C tile is read and written once per k-block, and on this machine (Cascade Lake, busy L3) the wider
+// blocks measured 15-40% faster for K = 1024 than kc = 256 (docs/performance.md).
 //
 // Transposes: the packing routines read op(A) and op(B) in whichever layout they are stored (NN, NT, TN,
 // TT), so no transposed copy of a whole matrix is ever made. Packing must be cheap: it touches M K + K N
@@ -44,7 +49,8 @@
 // Determinism: each C element is a sum over k in a fixed order: in k order inside a block (one register
 // accumulator), then block after block in order. kc depends only on K, no k-range is split across
 // threads, and each C element belongs to exactly one macro-tile. So how tiles are handed to threads
-// (even dynamically) cannot change a single bit of the result: 1 and 2 threads agree bitwise.
+// (even dynamically) cannot change a single bit of the result: 1 and 2 threads agree bitwise. (Across
+// machines the result can differ in the last bits: SSE4 has no FMA, so MulAdd rounds twice there.)
 //
 // Sizes on AVX-512 (32 registers): MR = 12, NV = 2 -> 24 accumulators + 2 B vectors + 1 broadcast.
 // For f32 that is a 12 x 32 tile: per k, 24 FMAs (12 cycles on two FMA ports) against 2 vector loads

@@ -149,7 +149,9 @@ Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
 
   if (needs_grad({x})) {
     // Save y, not x: both backwards are written in terms of the output (cheaper than recomputing it).
-    SavedTensor saved_y(y, op);
+    // Save a detached alias of y (same storage, so the version check still sees in-place writes): saving y
+    // itself would make a reference cycle y -> SoftmaxBackward -> y, leaked when no backward runs.
+    SavedTensor saved_y(y.detach(), op);
     attach(y, log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x},
            [saved_y, perm, rows, L, log, op](const Tensor& dout) -> std::vector<Tensor> {
              Tensor yr = rows_of(saved_y.unpack(), perm);

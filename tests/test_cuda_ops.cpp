@@ -1,0 +1,227 @@
+// Every CUDA kernel besides the norms against its CPU twin, on the same inputs. Skips without a device.
+#include "tests/test_cuda_common.h"
+
+#ifdef NORMGRAD_HAVE_CUDA
+#include "optim/adam.h"
+#include "tensor/ops/index.h"
+#include "tensor/ops/loss.h"
+#include "tensor/ops/softmax.h"
+
+using ng::DType;
+using ng::Tensor;
+using ng::cuda::BinaryOp;
+using ng::cuda::UnaryOp;
+
+TEST(CudaOps, BinaryWithBroadcastingMatchesCpu) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(21);
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor a = ng::randn({4, 1, 6}, gen, dt), b = ng::rand({5, 1}, gen, dt);
+    b = ng::add(b, 0.5);  // keep division away from 0
+    const std::pair<BinaryOp, Tensor (*)(const Tensor&, const Tensor&)> ops[] = {
+        {BinaryOp::add, ng::add}, {BinaryOp::sub, ng::sub},         {BinaryOp::mul, ng::mul},
+        {BinaryOp::div, ng::div}, {BinaryOp::maximum, ng::maximum}, {BinaryOp::minimum, ng::minimum}};
+    for (auto& [op, cpu] : ops) {
+      Tensor got = on_cpu(ng::cuda::binary(op, on_gpu(a), on_gpu(b)));
+      EXPECT_LT(max_abs_diff(got, cpu(a, b)), dt == DType::f64 ? 1e-14 : 1e-6);
+    }
+    // a non-contiguous operand
+    Tensor at = ng::randn({6, 4}, gen, dt);
+    EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::binary(BinaryOp::mul, on_gpu(at).t(), on_gpu(at).t())),
+                           ng::mul(at.t(), at.t())),
+              1e-6);
+  }
+}
+
+TEST(CudaOps, UnaryAndDerivativesMatchCpu) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(22);
+  Tensor x = ng::add(ng::rand({3, 7}, gen, DType::f64), 0.1);  // positive, for log / sqrt / rsqrt
+  const std::pair<UnaryOp, Tensor (*)(const Tensor&)> ops[] = {
+      {UnaryOp::neg, ng::neg},       {UnaryOp::exp, ng::exp},         {UnaryOp::log, ng::log},
+      {UnaryOp::sqrt, ng::sqrt},     {UnaryOp::rsqrt, ng::rsqrt},     {UnaryOp::abs, ng::abs},
+      {UnaryOp::square, ng::square}, {UnaryOp::relu, ng::relu},       {UnaryOp::gelu, ng::gelu},
+      {UnaryOp::silu, ng::silu},     {UnaryOp::sigmoid, ng::sigmoid}, {UnaryOp::tanh, ng::tanh}};
+  Tensor dy = ng::randn({3, 7}, gen, DType::f64);
+  for (auto& [op, cpu] : ops) {
+    Tensor xr = x.detach().requires_grad_();
+    Tensor y = cpu(xr);
+    ng::sum(ng::mul(y, dy)).backward();
+    Tensor yd = ng::cuda::unary(op, on_gpu(x));
+    EXPECT_LT(max_abs_diff(on_cpu(yd), y.detach()), 1e-13) << int(op);
+    Tensor dx = ng::cuda::unary_backward(op, on_gpu(x), yd, on_gpu(dy));
+    EXPECT_LT(max_abs_diff(on_cpu(dx), xr.grad()), 1e-12) << int(op);
+  }
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::unary(UnaryOp::pow, on_gpu(x), 2.5)), ng::pow(x, 2.5)), 1e-13);
+  EXPECT_LT(
+      max_abs_diff(on_cpu(ng::cuda::unary(UnaryOp::clamp, on_gpu(x), 0.3, 0.6)), ng::clamp(x, 0.3, 0.6)),
+      0.0 + 1e-15);
+}
+
+TEST(CudaOps, CastsRoundLikeTheCpu) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(23);
+  Tensor x = ng::randn({257}, gen, DType::f32, 0.0, 100.0);
+  for (DType dt : {DType::f16, DType::bf16, DType::f64}) {
+    Tensor got = on_cpu(ng::cuda::cast(on_gpu(x), dt));
+    EXPECT_EQ(got.dtype(), dt);
+    EXPECT_EQ(max_abs_diff(got, x.to(dt)), 0.0) << ng::dtype_name(dt);  // round-to-nearest-even on both
+  }
+}
+
+TEST(CudaOps, ReductionsMatchCpu) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(24);
+  Tensor x = ng::randn({4, 5, 6}, gen, DType::f64);
+  Tensor d = on_gpu(x);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::sum(d)), ng::sum(x)), 1e-12);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::sum(d, {1}, true)), ng::sum(x, {1}, true)), 1e-12);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::sum(d, {0, 2})), ng::sum(x, {0, 2})), 1e-12);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::mean(d, {-1})), ng::mean(x, {-1})), 1e-12);
+  Tensor big = ng::randn({3, 100000}, gen);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::sum(on_gpu(big), {1})), ng::sum(big, {1})), 1e-3);
+}
+
+TEST(CudaOps, SoftmaxAndLogSoftmaxMatchCpu) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(25);
+  for (int64_t L : {1, 33, 1000, 5000}) {
+    Tensor x = ng::randn({7, L}, gen, DType::f64, 0.0, 3.0).requires_grad_();
+    Tensor u = ng::randn({7, L}, gen, DType::f64);
+    for (bool log_out : {false, true}) {
+      x.zero_grad();
+      Tensor y = log_out ? ng::log_softmax(x, -1) : ng::softmax(x, -1);
+      ng::sum(ng::mul(y, u)).backward();
+      Tensor gx = x.grad();
+      x.zero_grad();
+      Tensor yd = on_cpu(log_out ? ng::cuda::log_softmax(on_gpu(x)) : ng::cuda::softmax(on_gpu(x)));
+      EXPECT_LT(max_abs_diff(yd, y.detach()), 1e-12) << L;
+      ng::sum(ng::mul(yd, u)).backward();
+      EXPECT_LT(max_abs_diff(x.grad(), gx), 1e-12) << L;
+    }
+  }
+  // along dim 0 of a 3-D tensor
+  Tensor x = ng::randn({5, 3, 4}, gen, DType::f64);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::softmax(on_gpu(x), 0)), ng::softmax(x, 0)), 1e-12);
+}
+
+TEST(CudaOps, CrossEntropyMatchesCpuWithIgnoredRows) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(26);
+  for (int64_t V : {10, 8000}) {
+    Tensor logits = ng::randn({4, 6, V}, gen, DType::f64).requires_grad_();
+    Tensor targets = ng::randint(0, V, {4, 6}, gen);
+    auto tv = targets.to_vector<int64_t>();
+    tv[3] = -100;
+    tv[10] = -100;
+    targets = ng::from_vector(tv, {4, 6});
+    Tensor loss = ng::cross_entropy(logits, targets);
+    loss.backward();
+    Tensor g = logits.grad();
+    logits.zero_grad();
+    Tensor loss_d = ng::cuda::cross_entropy(on_gpu(logits), on_gpu(targets));
+    EXPECT_NEAR(on_cpu(loss_d).item(), loss.item(), 1e-12) << V;
+    on_cpu(loss_d).backward();
+    EXPECT_LT(max_abs_diff(logits.grad(), g), 1e-12) << V;
+  }
+  std::string msg = error_of([] {
+    ng::cuda::cross_entropy(on_gpu(ng::zeros({2, 3})),
+                            on_gpu(ng::from_vector(std::vector<int64_t>{1, 5}, {2})));
+  });
+  EXPECT_NE(msg.find("cuda::cross_entropy: target 5 at position 1 is out of range for 3 classes"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(CudaOps, EmbeddingForwardAndDeterministicBackward) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(27);
+  Tensor w = ng::randn({50, 16}, gen).requires_grad_();
+  Tensor ids = ng::randint(0, 10, {8, 9}, gen);  // many repeats
+  Tensor u = ng::randn({8, 9, 16}, gen);
+  ng::sum(ng::mul(ng::embedding(w, ids), u)).backward();
+  Tensor gw = w.grad();
+  w.zero_grad();
+  Tensor out = on_cpu(ng::cuda::embedding(on_gpu(w), on_gpu(ids)));
+  EXPECT_EQ(max_abs_diff(out, ng::embedding(w.detach(), ids)), 0.0);
+  ng::sum(ng::mul(out, u)).backward();
+  EXPECT_LT(max_abs_diff(w.grad(), gw), 1e-5);
+  // the scatter-add runs in position order: identical bits on every run
+  Tensor d1 = on_cpu(ng::cuda::embedding_backward(on_gpu(u).reshape({-1, 16}), on_gpu(ids), 50));
+  Tensor d2 = on_cpu(ng::cuda::embedding_backward(on_gpu(u).reshape({-1, 16}), on_gpu(ids), 50));
+  EXPECT_EQ(d1.to_vector<double>(), d2.to_vector<double>());
+  std::string msg = error_of([&] {
+    ng::cuda::embedding(on_gpu(w), on_gpu(ng::from_vector(std::vector<int64_t>{3, 50}, {2})));
+  });
+  EXPECT_NE(msg.find("cuda::embedding: id 50 at position 1 is out of range for 50 embeddings"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(CudaOps, AdamAndAdamWMatchTheCpuOptimizers) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(28);
+  for (bool decoupled : {false, true}) {
+    Tensor p = ng::randn({37}, gen).requires_grad_();
+    Tensor p_gpu = on_gpu(p.detach());
+    Tensor m = ng::cuda::zeros({37}, DType::f32, ng::Device::cuda(0)),
+           v = ng::cuda::zeros({37}, DType::f32, ng::Device::cuda(0));
+    ng::optim::AdamWOptions opt;
+    opt.lr = 1e-2;
+    opt.weight_decay = 0.1;
+    std::unique_ptr<ng::optim::Adam> cpu_opt =
+        decoupled ? std::make_unique<ng::optim::AdamW>(std::vector<Tensor>{p}, opt)
+                  : std::make_unique<ng::optim::Adam>(std::vector<Tensor>{p}, ng::optim::AdamOptions(opt));
+    for (int64_t t = 1; t <= 5; ++t) {
+      Tensor g = ng::randn({37}, gen);
+      p.set_grad(g);
+      cpu_opt->step();
+      ng::cuda::AdamStep s;
+      s.lr = 1e-2;
+      s.weight_decay = 0.1;
+      s.decoupled = decoupled;
+      s.step = t;
+      ng::cuda::adam_step(p_gpu, on_gpu(g), m, v, s);
+    }
+    EXPECT_LT(max_abs_diff(on_cpu(p_gpu), p.detach()), 1e-6) << (decoupled ? "AdamW" : "Adam");
+  }
+}
+
+TEST(CudaOps, MatmulThroughCublasEveryTransposeAndBatch) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(29);
+  Tensor a = ng::randn({5, 7}, gen, DType::f64), b = ng::randn({7, 3}, gen, DType::f64);
+  Tensor da = on_gpu(a), db = on_gpu(b);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::matmul(da, db)), ng::matmul(a, b)), 1e-12);
+  // a^T, b^T as views (CUBLAS_OP_T)
+  Tensor at = ng::randn({7, 5}, gen, DType::f64), bt = ng::randn({3, 7}, gen, DType::f64);
+  EXPECT_LT(
+      max_abs_diff(on_cpu(ng::cuda::matmul(on_gpu(at).t(), on_gpu(bt).t())), ng::matmul(at.t(), bt.t())),
+      1e-12);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::matmul(on_gpu(at).t(), db)), ng::matmul(at.t(), b)), 1e-12);
+  // strided batches, and a shared 2-D b (the Linear case), with gradients
+  Tensor x = ng::randn({2, 4, 6, 7}, gen, DType::f64).requires_grad_();
+  Tensor y = ng::randn({2, 4, 7, 3}, gen, DType::f64).requires_grad_();
+  Tensor w = ng::randn({3, 7}, gen, DType::f64).requires_grad_();
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::matmul(on_gpu(x), on_gpu(y))), ng::matmul(x, y)), 1e-12);
+  auto r = ng::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return on_cpu(ng::cuda::matmul(ng::cuda::matmul(on_gpu(in[0]), on_gpu(in[1])), on_gpu(in[2]).t()));
+      },
+      {x, y, w});
+  EXPECT_TRUE(r.ok) << r.message();
+  // f32 and bf16 with f32 compute
+  Tensor a32 = ng::randn({64, 96}, gen), b32 = ng::randn({96, 80}, gen);
+  EXPECT_LT(max_abs_diff(on_cpu(ng::cuda::matmul(on_gpu(a32), on_gpu(b32))), ng::matmul(a32, b32)), 1e-3);
+  Tensor got = on_cpu(ng::cuda::matmul(on_gpu(a32.to(DType::bf16)), on_gpu(b32.to(DType::bf16))));
+  EXPECT_LT(
+      max_abs_diff(got, ng::matmul(a32.to(DType::bf16).to(DType::f32), b32.to(DType::bf16).to(DType::f32))),
+      0.5);
+  std::string msg = error_of([&] { ng::cuda::matmul(da, on_gpu(ng::randn({5, 3}, gen, DType::f64))); });
+  EXPECT_NE(msg.find("cuda::matmul: inner dimensions differ"), std::string::npos) << msg;
+}
+#else
+TEST(CudaOps, SkippedWithoutCudaBackend) {
+  GTEST_SKIP() << "normgrad was built without the CUDA backend (NORMGRAD_CUDA=OFF or no nvcc)";
+}
+#endif
