@@ -113,3 +113,24 @@ TEST(AutogradErrors, GradcheckChecksItsInputs) {
   EXPECT_TRUE(r.ok);
   EXPECT_NE(r.message().find("gradcheck passed (2 elements)"), std::string::npos) << r.message();
 }
+
+TEST(AutogradErrors, OpsSavingTheirOutputDoNotLeakTheGraph) {
+  // exp, sqrt, div, maximum save their output for backward. Dropping the output without backward must
+  // free its node (a saved output that pointed back at its own node would be a reference cycle).
+  Tensor x = add(abs(randn({3}, default_generator(), DType::f64)), 1.0).detach().requires_grad_();
+  std::vector<std::function<Tensor()>> ops = {
+      [&] { return exp(x); },        [&] { return sqrt(x); },    [&] { return div(x, add(x, 10.0)); },
+      [&] { return maximum(x, x); }, [&] { return sigmoid(x); }, [&] { return log_softmax(x); }};
+  for (size_t k = 0; k < ops.size(); ++k) {
+    Tensor y = ops[k]();
+    std::weak_ptr<Node> node = y.grad_fn();
+    ASSERT_FALSE(node.expired());
+    y = Tensor();
+    EXPECT_TRUE(node.expired()) << "op " << k;
+  }
+  // And the in-place check still works through the detached alias (same storage, same version counter).
+  Tensor y = exp(x);
+  Tensor loss = sum(y);
+  mul_(y, 2.0);
+  expect_error([&] { loss.backward(); }, {"exp: a tensor saved for backward was modified in place"});
+}

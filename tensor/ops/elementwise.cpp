@@ -206,7 +206,9 @@ Tensor unary(const Tensor& x, Un op, const char* name, const char* node, double 
   Tensor y = unary_kernel(x, op, p0, p1, name);
   if (needs_grad({x})) {
     // dx = dout * op'(x); the derivative per op is in un_derivative above.
-    SavedTensor sx(x, name), sy(y, name);
+    // y is saved as a detached alias (same storage and version counter): saving y itself would make the cycle
+    // y -> node -> y, leaked whenever no backward runs.
+    SavedTensor sx(x, name), sy(y.detach(), name);
     attach(y, node, {x}, [=](const Tensor& dout) -> std::vector<Tensor> {
       return {unary_backward_kernel(op, sx.unpack(), sy.unpack(), dout, p0, p1, name)};
     });
@@ -272,7 +274,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
     bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    SavedTensor saved_b(b, "div"), saved_y(need_b ? y : Tensor(), "div");
+    SavedTensor saved_b(b, "div"), saved_y(need_b ? y.detach() : Tensor(), "div");  // detached: no cycle
     attach(y, "DivBackward", {a, b}, [=](const Tensor& dout) -> std::vector<Tensor> {
       Tensor bb = saved_b.unpack();
       Tensor da = need_a ? sum_to(div(dout, bb), sa) : Tensor();
@@ -291,7 +293,7 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
   Tensor y = binary_kernel(a, b, is_max ? Bin::max : Bin::min, name);
   if (needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
-    SavedTensor saved_a(a, name), saved_b(b, name), saved_y(y, name);
+    SavedTensor saved_a(a, name), saved_b(b, name), saved_y(y.detach(), name);  // detached: no cycle
     attach(y, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const Tensor& dout) {
       // weight_a = 1 where a won, 0 where b won, 1/2 on ties; weight_b = 1 - weight_a.
       Tensor av = saved_a.unpack(), bv = saved_b.unpack(), yv = saved_y.unpack();

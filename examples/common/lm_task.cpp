@@ -1,0 +1,161 @@
+#include "examples/common/lm_task.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "examples/common/progress.h"
+#include "examples/common/report.h"
+
+namespace ng::examples {
+
+LMTask LMTask::shakespeare(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  NG_CHECK(bool(in), "LMTask::shakespeare", "cannot read ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  NG_CHECK(text.size() > 1000, "LMTask::shakespeare", path, " is too short (", text.size(), " bytes)");
+  LMTask t;
+  t.name = "shakespeare";
+  t.tokenizer = nn::CharTokenizer::from_corpus(text);
+  t.vocab = t.tokenizer.vocab_size();
+  std::vector<int64_t> ids = t.tokenizer.encode(text);
+  size_t split = ids.size() * 9 / 10;
+  t.train_ids.assign(ids.begin(), ids.begin() + long(split));
+  t.val_ids.assign(ids.begin() + long(split), ids.end());
+  return t;
+}
+
+LMTask LMTask::copy(int64_t vocab) {
+  LMTask t;
+  t.name = "copy";
+  t.vocab = vocab;
+  return t;
+}
+
+void LMTask::batch(int64_t B, int64_t T, Generator& gen, Tensor& tokens, Tensor& targets, bool val) const {
+  std::vector<int64_t> x(size_t(B * T)), y(size_t(B * T));
+  if (name == "copy") {
+    std::vector<int64_t> r = randint(0, vocab, {B, T}, gen).to_vector<int64_t>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        x[size_t(b * T + t)] = r[size_t(b * T + t)];
+        y[size_t(b * T + t)] = r[size_t(b * T + (t + 1) % T)];
+      }
+  } else {
+    const std::vector<int64_t>& ids = val ? val_ids : train_ids;
+    NG_CHECK(int64_t(ids.size()) > T + 1, "LMTask::batch", "corpus shorter than seq + 1 = ", T + 1);
+    std::vector<int64_t> starts = randint(0, int64_t(ids.size()) - T - 1, {B}, gen).to_vector<int64_t>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        x[size_t(b * T + t)] = ids[size_t(starts[size_t(b)] + t)];
+        y[size_t(b * T + t)] = ids[size_t(starts[size_t(b)] + t + 1)];
+      }
+  }
+  tokens = from_vector(x, {B, T});
+  targets = from_vector(y, {B, T});
+}
+
+nn::TinyLMConfig LMTask::configure(nn::TinyLMConfig c) const {
+  c.vocab_size = vocab;
+  if (name == "copy") {
+    c.causal = false;
+    c.attn_bias = true;
+    c.position = "none";
+  } else {
+    c.causal = true;
+    c.position = "rope";
+  }
+  return c;
+}
+
+bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task) {
+  if (flag == "copy") {
+    task = LMTask::copy();
+    return true;
+  }
+  if (flag != "" && flag != "shakespeare") {
+    std::cerr << "--task: expected shakespeare or copy, got '" << flag << "'\n";
+    return false;
+  }
+  if (readable_file(opt.data)) {
+    task = LMTask::shakespeare(opt.data);
+    return true;
+  }
+  std::cerr
+      << "No TinyShakespeare at " << opt.data
+      << ": get it with `bash scripts/get_data.sh` (writes data/tinyshakespeare.txt) or pass --data PATH.\n"
+      << "Falling back to the synthetic copy task (--task copy).\n";
+  task = LMTask::copy();
+  return true;
+}
+
+TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
+                     const std::string& resume, const std::string& save) {
+  TrainResult r;
+  model.train();
+  optim::AdamOptions ao;
+  ao.lr = spec.lr;
+  optim::Adam opt(model.named_parameters(), ao);
+  std::vector<Tensor> params = model.parameters();
+  Generator data_gen(spec.data_seed);
+  nn::TrainState state;
+  state.model = &model;
+  state.optimizer = &opt;
+  state.generators = {{"data", &data_gen}, {"dropout", &model.dropout_generator()}};
+  state.config_json = model.config.to_json();
+  if (task.name == "shakespeare") state.tokenizer = const_cast<nn::CharTokenizer*>(&task.tokenizer);
+  if (!resume.empty()) {
+    nn::load_checkpoint(resume, state);
+    std::cerr << spec.label << ": resumed from " << resume << " at step " << state.step << "\n";
+  }
+  DivergenceWatch watch;
+  Progress bar(spec.label, spec.steps, quiet);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= spec.steps; ++step) {
+    Tensor tokens, targets;
+    task.batch(spec.batch, spec.seq, data_gen, tokens, targets);
+    opt.zero_grad();
+    Tensor loss = model.loss(tokens, targets);
+    double l = loss.item();
+    double gn = 0;
+    if (std::isfinite(l)) {
+      loss.backward();
+      gn = spec.clip > 0 ? optim::clip_grad_norm_(params, spec.clip) : optim::grad_norm(params);
+    }
+    r.losses.push_back(l);
+    if (!watch.ok(step, l, gn)) {
+      r.nan_step = step;
+      r.nan_what = watch.what();
+      break;
+    }
+    opt.step();
+    state.step += 1;
+    bar.update(step, l);
+  }
+  bar.finish();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (task.name == "shakespeare" && r.nan_step < 0) {
+    NoGradGuard no_grad;
+    model.eval();
+    Generator val_gen(spec.data_seed + 7777);
+    double sum = 0;
+    for (int64_t i = 0; i < spec.val_batches; ++i) {
+      Tensor tokens, targets;
+      task.batch(spec.batch, spec.seq, val_gen, tokens, targets, true);
+      sum += model.loss(tokens, targets).item();
+    }
+    r.val_loss = sum / double(spec.val_batches);
+    model.train();
+  }
+  if (!save.empty()) {
+    nn::save_checkpoint(save, state);
+    std::cerr << spec.label << ": saved checkpoint to " << save << "\n";
+  }
+  return r;
+}
+
+}  // namespace ng::examples

@@ -1,0 +1,66 @@
+// The two training tasks of experiments 2 and 3, and the loop that trains one TinyLM on them.
+//
+//   shakespeare  causal char-level LM on TinyShakespeare. Vocab = the corpus's distinct bytes (65), first
+//                90% of the text for training, last 10% for validation. A batch is B random windows of
+//                T + 1 characters: tokens = window[0..T), targets = window[1..T+1).
+//   copy         the lesson's synthetic task: tokens ~ U{0..999} of shape (B, T), target = the next token,
+//                rolled (target[t] = tokens[(t + 1) mod T]). The lesson trains it with UNMASKED attention
+//                and no position encoding, so position t can simply look at token t + 1: the task measures
+//                how fast a model learns to copy, not language modelling.
+//
+// Both draw their batches from their own Generator(seed), so every config sees the same batches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "examples/common/cli.h"
+#include "normgrad.h"
+
+namespace ng::examples {
+
+struct LMTask {
+  std::string name;  // "shakespeare" or "copy"
+  int64_t vocab = 0;
+  nn::CharTokenizer tokenizer;              // shakespeare only
+  std::vector<int64_t> train_ids, val_ids;  // shakespeare only
+
+  // Reads the corpus (shakespeare) or sets up the copy task. Throws ng::Error for an unreadable file.
+  static LMTask shakespeare(const std::string& path);
+  static LMTask copy(int64_t vocab = 1000);
+
+  // tokens, targets: (B, T) i64
+  void batch(int64_t B, int64_t T, Generator& gen, Tensor& tokens, Tensor& targets, bool val = false) const;
+  // The model config the task needs on top of `base`: shakespeare = causal + RoPE; copy = the lesson's
+  // original attention (unmasked, biases, no positions).
+  nn::TinyLMConfig configure(nn::TinyLMConfig base) const;
+};
+
+// Picks the task from --task ("" = shakespeare when the data file is readable, else copy, saying how to
+// get the data). Returns false (after printing why) for a bad --task value.
+bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task);
+
+struct TrainResult {
+  std::vector<double> losses;  // one per step done (the step that diverged is the last, non-finite)
+  int64_t nan_step = -1;       // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
+  std::string nan_what;
+  double val_loss = std::nan("");  // shakespeare only
+  double seconds = 0;
+};
+
+struct TrainSpec {
+  std::string label;
+  double lr = 1e-3;
+  int64_t steps = 100, batch = 16, seq = 64;
+  double clip = 0;  // 0: no gradient clipping
+  uint64_t data_seed = 0;
+  int64_t val_batches = 8;
+};
+
+// Adam, one fresh batch per step, stops at the first non-finite loss or gradient norm.
+// `resume` (a checkpoint path, may be empty) is loaded into model + optimizer before training.
+TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
+                     const std::string& resume = "", const std::string& save = "");
+
+}  // namespace ng::examples

@@ -1,0 +1,85 @@
+// exp2_norm_comparison end to end: a 2-step copy-task run writes its four files, the CSV has every config's
+// loss curve and table row, the summary's conclusions are computed; bad flags exit with status 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& tag) {
+  fs::path d = fs::temp_directory_path() / ("normgrad_test_exp2_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int run(const std::string& cmd, std::string& err, const fs::path& dir) {
+  fs::path err_file = dir / "stderr.txt";
+  int status = std::system((cmd + " >/dev/null 2>" + err_file.string()).c_str());
+  err = slurp(err_file);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+#ifdef NG_EXP2_NORM_COMPARISON_PATH
+TEST(Exp2Program, BadFlagsExitWith2) {
+  fs::path dir = temp_dir("badflags");
+  std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --out " + (dir / "o").string();
+  std::string err;
+  EXPECT_EQ(run(exe + " --task bogus", err, dir), 2);
+  EXPECT_NE(err.find("--task: expected shakespeare or copy, got 'bogus'"), std::string::npos) << err;
+  EXPECT_EQ(run(exe + " --steps banana", err, dir), 2);
+  EXPECT_NE(err.find("--steps"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+TEST(Exp2Program, TwoStepCopyRunWritesItsFiles) {
+  fs::path dir = temp_dir("run");
+  std::string err;
+  ASSERT_EQ(run(std::string(NG_EXP2_NORM_COMPARISON_PATH) +
+                    " --steps 2 --task copy --threads 2 --quiet --out " + dir.string(),
+                err, dir),
+            0)
+      << err;
+  for (const char* ext : {"png", "csv", "md", "cmd.txt"})
+    EXPECT_TRUE(fs::exists(dir / (std::string("norm_comparison.") + ext))) << ext;
+  std::string csv = slurp(dir / "norm_comparison.csv");
+  EXPECT_EQ(csv.rfind("panel,kind,series,x,y\n", 0), 0u);
+  // Two loss points per config.
+  for (const char* c : {"NoNorm", "Post-LN + LayerNorm", "Pre-LN + LayerNorm", "Pre-LN + RMSNorm"})
+    EXPECT_EQ(count(csv, "Training loss (copy),line," + std::string(c) + ","), 2u) << c;
+  // The table panel: 4 rows (the config names the series) x 6 more cells.
+  EXPECT_EQ(count(csv, "Measured vs lesson,table,"), 24u) << csv;
+  std::string md = slurp(dir / "norm_comparison.md");
+  EXPECT_NE(md.find("NoNorm did NOT diverge in 2 steps"), std::string::npos) << md;
+  EXPECT_NE(md.find("This run has 2 steps, not the lesson's 1000"), std::string::npos) << md;
+  EXPECT_NE(md.find("Command: `"), std::string::npos);
+  EXPECT_NE(slurp(dir / "norm_comparison.cmd.txt").find("--task copy"), std::string::npos);
+  fs::remove_all(dir);
+}
+#else
+TEST(Exp2Program, NotConfigured) {
+  GTEST_SKIP() << "NG_EXP2_NORM_COMPARISON_PATH not defined";
+}
+#endif
