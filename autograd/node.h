@@ -66,10 +66,15 @@ struct AccumulateGrad final : Node {
 
 // A tensor saved for backward, with the version it had when saved. unpack() refuses a tensor that was
 // modified in place since (the gradient would silently be wrong).
+//
+// What is kept is a detached alias (same storage, so the same version counter, but no grad_fn). Keeping the
+// tensor itself would make a reference cycle whenever an op saves its own OUTPUT (exp, sqrt, tanh, softmax
+// do): output -> grad_fn -> this node's saved tensors -> output. A graph dropped without backward() would
+// then never be freed (tests/test_reliability_leaks.cpp).
 class SavedTensor {
  public:
   SavedTensor() = default;
-  SavedTensor(const Tensor& t, const char* op) : tensor_(t), op_(op) {
+  SavedTensor(const Tensor& t, const char* op) : tensor_(t.defined() ? t.detach() : t), op_(op) {
     if (t.defined()) version_ = t.version();
   }
   const Tensor& unpack() const;
