@@ -113,7 +113,7 @@ std::vector<double> layer_axis() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{
       "Experiment 1: activation std and gradient norms through 10 Linear+ReLU layers, with no norm, "
       "RMSNorm and LayerNorm."};
@@ -299,3 +299,5 @@ int main(int argc, char** argv) {
   std::printf("Wrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return ng::examples::guarded_main(argc, argv, run); }

@@ -47,7 +47,7 @@ constexpr size_t kFinalWindow = 50;
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"Experiment 2: NoNorm vs Post-LN vs Pre-LN (LayerNorm, RMSNorm) on a 2-layer Transformer."};
   CommonOptions opt;
   add_common_flags(app, opt);
@@ -211,3 +211,5 @@ int main(int argc, char** argv) {
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return ng::examples::guarded_main(argc, argv, run); }

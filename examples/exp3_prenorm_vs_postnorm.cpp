@@ -38,7 +38,7 @@ constexpr size_t kWindow = 100;
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"Experiment 3: Pre-LN (lr 1e-3) vs Post-LN (lr 1e-4) at 4 and 8 layers, clip_grad_norm 1.0."};
   CommonOptions opt;
   add_common_flags(app, opt);
@@ -176,3 +176,5 @@ int main(int argc, char** argv) {
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return ng::examples::guarded_main(argc, argv, run); }

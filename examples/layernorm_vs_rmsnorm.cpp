@@ -93,7 +93,7 @@ double gbps(double bytes, double ms) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"LayerNorm vs RMSNorm: output statistics, parameter counts, forward and backward speed."};
   CommonOptions opt;
   add_common_flags(app, opt);
@@ -175,3 +175,5 @@ int main(int argc, char** argv) {
   std::printf("Wrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return ng::examples::guarded_main(argc, argv, run); }

@@ -1,6 +1,10 @@
 // Common flags: registration, parsing, and the checks CLI11 cannot do on its own. See cli.h.
 #include "examples/common/cli.h"
 
+#include <cstdio>
+
+#include "tensor/error.h"
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -62,6 +66,15 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptio
   if (o.threads > 0) ng::set_num_threads(o.threads);
   if (o.detect_anomaly) ng::set_anomaly_enabled(true);  // for the whole run (autograd/anomaly.h)
   return std::nullopt;
+}
+
+int guarded_main(int argc, char** argv, int (*body)(int, char**)) {
+  try {
+    return body(argc, argv);
+  } catch (const ng::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }
 
 }  // namespace ng::examples

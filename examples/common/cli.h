@@ -49,6 +49,10 @@ void add_common_flags(CLI::App& app, CommonOptions& options);
 // *rc;`
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptions& options);
 
+// Run a trainer's body and turn an escaping ng::Error (a bad file, an anomaly under --detect-anomaly, ...)
+// into a clear message on stderr and exit status 1, instead of std::terminate.
+int guarded_main(int argc, char** argv, int (*body)(int, char**));
+
 // True when `path` names a regular file we can open for reading.
 bool readable_file(const std::string& path);
 
