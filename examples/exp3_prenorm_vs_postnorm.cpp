@@ -4,7 +4,7 @@
 //   Post-LN + LayerNorm, lr 1e-4        at 4 and at 8 layers
 //
 // Adam, clip_grad_norm 1.0, batch 16, 1000 steps. Full run: hidden 256, 4 heads, seq 64 (as experiment 2).
-// --quick: 200 steps on a SMALLER model and data (hidden 128, 4 heads, seq 32) so that the four runs fit in
+// --quick: 200 steps on a SMALLER model and data (hidden 64, 4 heads, seq 32) so that the four runs fit in
 // the 2-minute budget on 2 cores; the summary says so.
 // Same task choice as experiment 2 (--task shakespeare | copy, examples/common/lm_task.h).
 //
@@ -49,7 +49,7 @@ static int run(int argc, char** argv) {
   if (!choose_task(task_flag, opt, task)) return 2;
   Report report(opt, "prenorm_vs_postnorm", argc, argv);
   const int64_t steps = opt.steps_or(1000, 200);
-  const int64_t dim = opt.quick ? 128 : 256, seq = opt.quick ? 32 : 64;
+  const int64_t dim = opt.quick ? 64 : 256, seq = opt.quick ? 32 : 64;
 
   std::vector<Run> runs = {{"Pre-LN 4L", "pre", 4, 1e-3, {}},
                            {"Post-LN 4L", "post", 4, 1e-4, {}},
@@ -148,7 +148,7 @@ static int run(int argc, char** argv) {
         std::to_string(steps) + " steps, clip_grad_norm 1.0, seed " + std::to_string(opt.seed) + ".\n\n";
   if (opt.quick)
     md +=
-        "**--quick**: a smaller model and data than the full run (hidden 128, seq 32 instead of 256 and 64) "
+        "**--quick**: a smaller model and data than the full run (hidden 64, seq 32 instead of 256 and 64) "
         "so the four runs fit in 2 minutes on 2 cores. Numbers are not comparable with a full run.\n\n";
   md += md_table(
       {"run", "lr", "NaN step", "final loss (last 100)", "std (last 100)", "loss fell by", "seconds"}, rows);
