@@ -13,6 +13,7 @@
 #include "tensor/random.h"
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/device_kernels.h"
 #include "tensor/npy.h"
 #include "tensor/ops/dropout.h"
 #include "tensor/ops/elementwise.h"

@@ -49,14 +49,36 @@ FunctionNode::~FunctionNode() {
 
 // ---- nodes --------------------------------------------------------------------------------------
 
+namespace {
+// True when `g` is the only handle to a plain gradient buffer: one TensorImpl reference (the engine's),
+// one Storage reference, contiguous from offset 0 over the whole storage, outside any graph. Such a
+// tensor can become .grad as it is; nothing else can see it, so later in-place += into .grad is safe.
+bool sole_owner(const Tensor& g) {
+  const TensorImpl& gi = *g.impl_ptr();
+  return g.impl_ptr().use_count() == 1 && gi.storage.use_count() == 1 && !gi.requires_grad && !gi.grad_fn &&
+         gi.offset == 0 && g.is_contiguous() &&
+         gi.storage->nbytes() == size_t(g.numel()) * dtype_size(g.dtype());
+}
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   TensorImpl& l = *leaf;
+  if (!l.grad) {
+    // First gradient. The incoming tensor may be shared with other paths (y = x + x hands the same
+    // tensor to both inputs; a view's backward may hand back a view of its input): then take a private
+    // copy. When the engine holds the only handle (the usual case: a fresh buffer the backward just
+    // wrote, e.g. cross_entropy's dlogits), adopt it: cloning would cost a full read + write per leaf.
+    if (grad_output.dtype() == l.dtype && sole_owner(grad_output)) {
+      l.grad = std::make_shared<TensorImpl>(*grad_output.impl_ptr());  // same storage, own metadata
+      return {};
+    }
+    Tensor g = grad_output.dtype() != l.dtype ? grad_output.to(l.dtype) : grad_output;
+    l.grad = g.clone().impl_ptr();
+    return {};
+  }
   Tensor g = grad_output;
   if (g.dtype() != l.dtype) g = g.to(l.dtype);
-  if (!l.grad) {
-    // First gradient: take a private copy (the incoming tensor may be shared with other paths).
-    l.grad = g.clone().impl_ptr();
-  } else {
+  {
     Tensor acc(l.grad);
     add_(acc, g);  // .grad += g
   }
@@ -65,8 +87,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
 
 const Tensor& SavedTensor::unpack() const {
   if (tensor_.defined() && tensor_.version() != version_)
-    fail(op_,
-         "a tensor saved for backward was modified in place after it was saved (version ", version_,
+    fail(op_, "a tensor saved for backward was modified in place after it was saved (version ", version_,
          " when saved, now ", tensor_.version(), "); the gradient would be wrong. Use clone() before the ",
          "in-place change, or change it after backward");
   return tensor_;
@@ -74,8 +95,7 @@ const Tensor& SavedTensor::unpack() const {
 
 std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
   if (!fn_)
-    fail("backward",
-         "trying to backward through the graph a second time: the saved tensors of ", name_,
+    fail("backward", "trying to backward through the graph a second time: the saved tensors of ", name_,
          " were freed by the first backward(). Pass retain_graph = true to the first backward() if you "
          "need to call it twice");
   return fn_(grad_output);

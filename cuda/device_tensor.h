@@ -17,7 +17,7 @@ namespace ng::cuda {
 Tensor empty(const Shape& shape, DType dtype, Device device);
 Tensor zeros(const Shape& shape, DType dtype, Device device);
 
-// The hook behind Tensor::to(Device) (tensor.cpp points g_device_copy here when NORMGRAD_HAVE_CUDA):
+// The copy behind Tensor::to(Device) (the to_device entry of the device table, cuda/dispatch.cpp):
 // copies src to `target` (CPU <-> CUDA, CUDA <-> CUDA), result contiguous, same dtype. Differentiable:
 // the gradient is copied back to src's device.
 Tensor device_copy(const Tensor& src, Device target);

@@ -7,6 +7,8 @@
 //   embedding                       ng::embedding                   tensor/ops/index.h
 //   adam_step                       optim::Adam / AdamW::step       optim/adam.h
 //   matmul (cuBLAS)                 ng::matmul                      tensor/ops/matmul.h
+//   rope_rotate                     ng::apply_rope (rotate)         nn/rope.h
+//   masked_fill                     ng::masked_fill                 tensor/ops/index.h
 //
 // The *_forward / *_backward functions are kernels on CUDA tensors; softmax, log_softmax, cross_entropy,
 // embedding and matmul are also autograd ops (one node each, the backward calling the backward kernel).
@@ -64,5 +66,12 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 // transposed operand, nothing is copied. f32, f64 (exact-precision compute), f16/bf16 (f32 compute).
 Tensor matmul_forward(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);  // autograd: dA = dC B^T, dB = A^T dC
+
+// ---- attention pieces (cuda/attention.cu): kernels, not autograd ops ----
+// RoPE: out = R(sign * angle) x; x (B, T, NH, HS), cos/sin (>= T, HS/2), all contiguous, x's dtype.
+Tensor rope_rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, double sign);
+// out = value where mask != 0 (nan counts as nonzero), else x. mask: x's shape (a broadcast view is fine),
+// floating.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 }  // namespace ng::cuda

@@ -176,4 +176,6 @@ static int run(int argc, char** argv) {
   return 0;
 }
 
-int main(int argc, char** argv) { return ng::examples::guarded_main(argc, argv, run); }
+int main(int argc, char** argv) {
+  return ng::examples::guarded_main(argc, argv, run);
+}

@@ -46,25 +46,16 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& cfg, Generator& 
 
 // The tables and the mask are kept for the longest T seen so far (grown by doubling) and sliced to T, so a
 // generation loop that grows T one token at a time computes them O(log T) times and keeps one copy.
-RopeTables CausalSelfAttention::rope_for(int64_t T, DType dtype) {
+// On a device, the tables and the mask are built on the CPU and copied there once (and again if the model
+// moves to another device).
+RopeTables CausalSelfAttention::rope_for(int64_t T, DType dtype, Device device) {
   RopeTables& cached = rope_cache_[int(dtype)];
-  if (!cached.cos.defined() || cached.cos.size(0) < T) {
+  if (!cached.cos.defined() || cached.cos.size(0) < T || cached.cos.device() != device) {
     const int64_t rows = std::max(T, cached.cos.defined() ? 2 * cached.cos.size(0) : T);
     cached = rope_tables(rows, config.head_size(), config.rope_theta, dtype);
+    if (!device.is_cpu()) cached = {cached.cos.to(device), cached.sin.to(device)};
   }
   return {cached.cos.narrow(0, 0, T), cached.sin.narrow(0, 0, T)};
-}
-
-Tensor CausalSelfAttention::mask_for(int64_t T) {
-  if (!mask_.defined() || mask_.size(0) < T) {
-    // mask[t, s] = 1 where s > t: position t must not see the future position s.
-    const int64_t n = std::max(T, mask_.defined() ? 2 * mask_.size(0) : T);
-    std::vector<double> m(size_t(n * n), 0.0);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t s = t + 1; s < n; ++s) m[size_t(t * n + s)] = 1.0;
-    mask_ = from_vector(m, Shape{n, n}, DType::f32);
-  }
-  return mask_.narrow(0, 0, T).narrow(1, 0, T);  // (T, T), a view
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
@@ -86,7 +77,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 
   // 3. RoPE: rotate q and k by their position (v carries content, it is not rotated).
   if (config.rope) {
-    const RopeTables tables = rope_for(T, x.dtype());
+    const RopeTables tables = rope_for(T, x.dtype(), x.device());
     q = apply_rope(q, tables.cos, tables.sin);
     k = apply_rope(k, tables.cos, tables.sin);
   }
@@ -106,11 +97,10 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   // 6. Scores: att[b, h, t, s] = q_t . k_s / sqrt(HS) : (B, NH, T, T)
   Tensor att = matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(double(HS)));
 
-  // 7. Causal mask: -inf where s > t, so softmax gives those positions exactly zero weight.
-  if (config.causal) att = masked_fill(att, mask_for(T), -std::numeric_limits<double>::infinity());
-
-  // 8. Softmax over s (each query's weights sum to 1), dropout on the weights.
-  att = softmax(att, -1);
+  // 7-8. Softmax over s (each query's weights sum to 1). Causal: query t sees only s <= t; the fused
+  //      causal_softmax (tensor/ops/softmax.h) equals softmax(masked_fill(att, s > t, -inf)), giving the
+  //      future exactly zero weight, without the mask pass. Then dropout on the weights.
+  att = config.causal ? causal_softmax(att) : softmax(att, -1);
   att = attn_dropout->forward(att);
 
   // 9. Weighted sum of values, heads merged back: (B, NH, T, HS) -> (B, T, NH, HS) -> (B, T, C)

@@ -7,12 +7,13 @@
 //   [rope]     q, k = RoPE(q), RoPE(k)                       (nn/rope.h; theta 1e6 in MiniMind)
 //   [GQA]      each of the NKV key/value heads serves NH / NKV consecutive query heads
 //   att = softmax( q k^T / sqrt(HS)  [+ causal mask: -inf above the diagonal] ) : (B, NH, T, T)
+//         (the causal case runs as one op, causal_softmax in tensor/ops/softmax.h)
 //   y   = (att v) merged back to (B, T, NH * HS), then Wo : (B, T, C)
 //
 // Parameters (MiniMind's names): q_proj, k_proj, v_proj, o_proj (Linear, biases optional), and with
 // qk_norm, q_norm and k_norm (RMSNorm over HS).
 //
-// The attention is composed of differentiable ops (matmul, masked_fill, softmax, ...), so its backward is
+// The attention is composed of differentiable ops (matmul, causal_softmax / softmax, ...), so its backward is
 // the chain of theirs; the derivation is docs/attention.md.
 //
 // The lesson's original copy-task model used attention with causal = false, biases and NO position
@@ -65,12 +66,10 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;
 
  private:
-  // RoPE tables (per dtype) and the causal mask, derived data rather than state: computed on first use for
+  // RoPE tables (per dtype), derived data rather than state: computed on first use for
   // the longest T seen, and sliced to the T at hand.
-  RopeTables rope_for(int64_t T, DType dtype);
-  Tensor mask_for(int64_t T);
+  RopeTables rope_for(int64_t T, DType dtype, Device device);
   std::map<int, RopeTables> rope_cache_;
-  Tensor mask_;
 };
 
 }  // namespace ng::nn

@@ -1,6 +1,7 @@
 #include "nn/module.h"
 
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
@@ -50,6 +51,24 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, Named
     for (const auto& [n, t] : buffers_)
       if (t.defined()) out.emplace_back(prefix + n, t);
   for (const auto& [n, m] : children_) m->collect(prefix + n + ".", params, buffers, out);
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  NamedTensors all;
+  collect("", true, true, all);
+  std::set<TensorImpl*> moved;  // a tied weight is listed twice but moved once
+  for (auto& [name, t] : all) {
+    if (t.device() == device || !moved.insert(&t.impl()).second) continue;
+    // Copy the data over, then swap the storage under the existing TensorImpl, so that every handle to
+    // this tensor (the member, the registry, a tied module) sees the moved data.
+    Tensor copy = t.detach().to(device);
+    TensorImpl& impl = t.impl();
+    impl.storage = copy.impl().storage;
+    impl.strides = copy.strides();
+    impl.offset = copy.offset();
+    impl.grad.reset();
+  }
 }
 
 NamedTensors Module::named_parameters() const {

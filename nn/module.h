@@ -50,6 +50,14 @@ class Module {
   bool is_training() const { return training_; }
   void zero_grad();  // drop every parameter's .grad
 
+  // ---- device ----
+  // Moves every parameter and buffer (recursively) to `device`, in place: each tensor keeps its identity
+  // (the member, the registry, a tied weight and an optimizer made later all see the moved data) and its
+  // requires_grad; its .grad is dropped. A tensor already there is left alone. Moving needs the CUDA
+  // backend for a CUDA device (an ng::Error otherwise). Make the optimizer after moving: its state is
+  // created on the parameters' device.
+  void to(Device device);
+
   // ---- state: parameters and buffers by dotted name ----
   NamedTensors state_dict() const;
   // Copies each entry into the matching tensor. With strict, a missing or unexpected name is an error;

@@ -4,6 +4,7 @@
 
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
+#include "tensor/device_kernels.h"
 #include "tensor/parallel.h"
 
 namespace ng {
@@ -38,6 +39,7 @@ void check_args(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 // out = R(sign * angle) x, for contiguous x (B, T, NH, HS) and contiguous tables.
 // sign = +1: the forward; sign = -1: the backward (rotate the gradient back).
 Tensor rotate(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t, double sign) {
+  if (on_device({x, cos_t, sin_t}, "rope")) return device_kernels(x, "rope").rope(x, cos_t, sin_t, sign);
   const int64_t B = x.size(0), T = x.size(1), NH = x.size(2), HS = x.size(3), half = HS / 2;
   Tensor out = empty(x.shape(), x.dtype());
   NG_DISPATCH_FLOAT(x.dtype(), "rope", [&]<typename scalar_t>() {

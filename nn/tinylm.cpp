@@ -154,7 +154,7 @@ Tensor TinyLM::forward(const Tensor& tokens) {
   if (pos_emb) {
     NG_CHECK(T <= config.max_seq_len, "TinyLM", "sequence length ", T, " exceeds max_seq_len ",
              config.max_seq_len, " of the learned position table");
-    h = h + pos_emb->forward(arange(T));  // (T, C), broadcast over B
+    h = h + pos_emb->forward(arange(T).to(tokens.device()));  // (T, C), broadcast over B
   }
   for (auto& block : blocks) h = block->forward(h);
   if (norm) h = norm->forward(h);

@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "optim/adam_kernel.h"
+#include "tensor/device_kernels.h"
 #include "tensor/parallel.h"
 
 namespace ng::optim {
@@ -77,6 +78,22 @@ void Adam::step() {
     scalars.decay = decay;
     scalars.coupled_wd = coupled_wd;
     scalars.decoupled = decoupled_;
+    if (on_device({p, grad, m, v}, op.c_str())) {
+      // The backend's fused kernel (cuda/adam.cu for CUDA): the same update, from the same hyperparameters.
+      AdamHyper h;
+      h.lr = lr;
+      h.beta1 = beta1;
+      h.beta2 = beta2;
+      h.eps = eps;
+      h.weight_decay = wd;
+      h.decoupled = decoupled_;
+      h.step = t;
+      device_kernels(p, op.c_str()).adam_step(p, grad, m, v, h);
+      p.bump_version();
+      m.bump_version();
+      v.bump_version();
+      continue;
+    }
     // One pass: each element's moments and parameter are updated together (optim/adam_kernel.h; the scalar
     // loop there, adam_update_reference, is the same update written plainly).
     NG_DISPATCH_FLOAT(p.dtype(), op.c_str(), [&]<typename scalar_t>() {

@@ -4,12 +4,15 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 
 namespace ng::optim {
 
 namespace {
 // ||g||_2 of one gradient, summed serially in double (deterministic).
 double l2_norm(const Tensor& g) {
+  // On a device: sum of squares there, in f64, and one number copied back.
+  if (!g.device().is_cpu()) return std::sqrt(sum(square(g.to(DType::f64))).item());
   double s = 0;
   NG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm_", [&]<typename scalar_t>() {
     Tensor c = g.contiguous();

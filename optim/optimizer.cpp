@@ -41,7 +41,7 @@ Tensor& Optimizer::buffer(size_t i, const std::string& name) {
   auto& bufs = state_[i].buffers;
   auto it = bufs.find(name);
   if (it == bufs.end())
-    it = bufs.emplace(name, zeros(params_[i].second.shape(), params_[i].second.dtype())).first;
+    it = bufs.emplace(name, zeros_like(params_[i].second.detach())).first;  // on the parameter's device
   return it->second;
 }
 

@@ -15,9 +15,10 @@ cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 targets=${FUZZ_TARGETS:-"fuzz_npy fuzz_safetensors fuzz_tokenizer"}
 jobs=${FUZZ_BUILD_JOBS:-$(nproc)}
+bash scripts/deps.sh clang libclang-rt-14-dev  # libFuzzer's runtime is in libclang-rt-14-dev on Debian 12
 
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DNORMGRAD_FUZZ=ON \
+  -DCMAKE_CXX_COMPILER=clang++ -DNORMGRAD_FUZZ=ON \
   -DNORMGRAD_OPENMP=OFF -DNORMGRAD_CUDA=OFF -DNORMGRAD_BUILD_TESTS=OFF -DNORMGRAD_BUILD_EXAMPLES=OFF \
   -DNORMGRAD_BUILD_BENCH=OFF >/dev/null
 # shellcheck disable=SC2086

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/device_kernels.h"
 #include "tensor/tensor.h"
 
 namespace ng {
@@ -32,9 +33,10 @@ Tensor full(const Shape& shape, double value, DType dtype) {
 Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+// The *_like factories follow t's device too (device_kernels.h has the device-taking factories).
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return full(t.shape(), 1.0, t.dtype(), t.device()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
 
 Tensor arange(double start, double end, double step, DType dtype) {
   NG_CHECK(step != 0, "arange", "step must be non-zero");

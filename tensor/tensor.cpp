@@ -6,6 +6,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
+#include "tensor/device_kernels.h"
 #include "tensor/iter.h"
 
 namespace ng {
@@ -53,7 +54,7 @@ static void copy_convert(const Tensor& dst, const Tensor& src) {
 
 double Tensor::item() const {
   NG_CHECK(numel() == 1, "item", "expected a tensor with one element, got shape ", shape_str(shape()));
-  NG_CHECK(device().is_cpu(), "item", "the tensor is on ", device().str(), "; move it with .to(Device::cpu()) first");
+  if (!device().is_cpu()) return detach().to(Device::cpu()).item();  // one value copied to the host
   double v = 0;
   NG_DISPATCH_ALL(dtype(), "item", [&]<typename scalar_t>() { v = to_double(*static_cast<const scalar_t*>(raw_data())); });
   return v;
@@ -81,10 +82,13 @@ template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  Tensor out = empty(shape(), target);
-  {
+  Tensor out;
+  if (device().is_cpu()) {
+    out = empty(shape(), target);
     NoGradGuard g;
     copy_convert(out, *this);
+  } else {
+    out = device_kernels(*this, "to").copy(*this, target);
   }
   if (is_floating(target) && is_floating(dtype()) && needs_grad({*this})) {
     // d(to(x))/dx = identity: the gradient converts back to x's dtype.
@@ -95,30 +99,24 @@ Tensor Tensor::to(DType target) const {
   return out;
 }
 
-// Device copies are provided by the CUDA backend when it is built (cuda/device_tensor.cpp). The hook is
-// initialised here, by the core itself, rather than by a static initializer in the backend: the linker
-// drops object files of a static library that nothing references, and their initializers with them.
-#ifdef NORMGRAD_HAVE_CUDA
-namespace cuda {
-Tensor device_copy(const Tensor& src, Device target);
-}
-Tensor (*g_device_copy)(const Tensor&, Device) = &cuda::device_copy;
-#else
-Tensor (*g_device_copy)(const Tensor&, Device) = nullptr;
-#endif
-
+// Device copies are provided by the backend's device table (tensor/device_kernels.h), when one is built.
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  NG_CHECK(g_device_copy != nullptr, "to", "cannot move a tensor from ", device().str(), " to ", target.str(),
+  const Device other = target.is_cpu() ? device() : target;
+  NG_CHECK(!other.is_cuda() || cuda_kernels() != nullptr, "to", "cannot move a tensor from ", device().str(),
+           " to ", target.str(),
            ": normgrad was built without the CUDA backend (NORMGRAD_CUDA=OFF or no nvcc)");
-  return g_device_copy(*this, target);
+  return device_kernels(other, "to").to_device(*this, target);
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), dtype());
-  {
+  Tensor out;
+  if (device().is_cpu()) {
+    out = empty(shape(), dtype());
     NoGradGuard g;
     copy_convert(out, *this);
+  } else {
+    out = device_kernels(*this, "clone").copy(*this, dtype());
   }
   if (needs_grad({*this}))
     attach(out, "CloneBackward", {*this}, [](const Tensor& dout) -> std::vector<Tensor> { return {dout}; });
@@ -128,7 +126,11 @@ Tensor Tensor::clone() const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor& Tensor::fill_(double value) {
-  NG_CHECK(device().is_cpu(), "fill_", "expected a CPU tensor, got one on ", device().str());
+  if (!device().is_cpu()) {
+    device_kernels(*this, "fill_").fill(*this, value);
+    bump_version();
+    return *this;
+  }
   NG_DISPATCH_ALL(dtype(), "fill_", [&]<typename scalar_t>() {
     scalar_t v = from_double<scalar_t>(value);
     scalar_t* p = static_cast<scalar_t*>(raw_data());
@@ -144,6 +146,17 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   // src must broadcast to self's shape (NumPy rules); expand() reports it when it does not.
   Tensor s = src.shape() == shape() ? src : src.detach().expand(shape());
+  if (!device().is_cpu()) {
+    // On a device: convert and make contiguous there, then copy the bytes into self (contiguous).
+    const DeviceKernels& k = device_kernels(*this, "copy_");
+    NG_CHECK(is_contiguous(), "copy_", "on ", device().str(),
+             ", expected a contiguous destination, got strides ", shape_str(strides()));
+    Tensor here = s.device() == device() ? s.detach() : s.detach().contiguous().to(device());
+    k.copy_bytes(*this, k.copy(here, dtype()));
+    bump_version();
+    return *this;
+  }
+  if (!s.device().is_cpu()) s = s.detach().to(Device::cpu());
   copy_convert(*this, s);
   bump_version();
   return *this;

@@ -70,7 +70,7 @@ class Tensor {
   void* raw_data() const {
     return static_cast<char*>(impl().storage->data()) + impl().offset * int64_t(dtype_size(dtype()));
   }
-  // The one value of a one-element tensor, as double.
+  // The one value of a one-element tensor, as double (copied to the host first when on a device).
   double item() const;
   // All values in row-major order, converted to T.
   template <typename T>
@@ -137,6 +137,7 @@ Tensor zeros(const Shape& shape, DType dtype = DType::f32);
 Tensor ones(const Shape& shape, DType dtype = DType::f32);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
 Tensor scalar_tensor(double value, DType dtype = DType::f32);  // 0-d
+// The *_like factories make the tensor on t's device (tensor/device_kernels.h has the others with a device).
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);

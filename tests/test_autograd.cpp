@@ -29,6 +29,29 @@ TEST(Autograd, SharedInputSumsBothPaths) {
   EXPECT_DOUBLE_EQ(x.grad().item(), 7.0);
 }
 
+// A leaf's first gradient is adopted without a copy when nobody else holds it, and copied when it is
+// shared: either way .grad must be a private buffer that later backwards add into.
+TEST(Autograd, FirstGradientIsPrivateWhetherAdoptedOrCopied) {
+  // y = x + x: the add's backward hands the same tensor to both inputs (shared: copied, then +=).
+  Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  sum(add(x, x)).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 2}));
+  // The upstream gradient passed to backward() must not become .grad (it stays the caller's).
+  Tensor w = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  Tensor seed = tensor({5.0, 7.0}, DType::f64);
+  mul(w, 1.0).backward(seed);
+  mul(w, 1.0).backward(seed);
+  EXPECT_EQ(seed.to_vector<double>(), (std::vector<double>{5, 7}));
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{10, 14}));
+  // cross_entropy's fresh dlogits buffer is adopted; a second backward accumulates into it.
+  Tensor logits = zeros({2, 2}, DType::f64).requires_grad_();
+  Tensor t = from_vector(std::vector<int64_t>{0, 1}, {2});
+  cross_entropy(logits, t).backward();
+  cross_entropy(logits, t).backward();
+  // d/dlogits = (softmax - onehot) / 2 = (+-0.25), twice
+  EXPECT_EQ(logits.grad().to_vector<double>(), (std::vector<double>{-0.5, 0.5, 0.5, -0.5}));
+}
+
 TEST(Autograd, NonScalarBackwardWithoutGradIsAnError) {
   Tensor x = ones({2, 3}).requires_grad_();
   Tensor y = mul(x, 2.0);
@@ -37,7 +60,8 @@ TEST(Autograd, NonScalarBackwardWithoutGradIsAnError) {
     FAIL() << "expected ng::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("backward: a gradient can be created implicitly only for a scalar"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("(2, 3)"), std::string::npos) << e.what();
   }
   y.backward(ones({2, 3}));

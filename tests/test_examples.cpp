@@ -203,3 +203,29 @@ TEST(ExamplesPrograms, Exp1WritesItsFourFiles) {
   fs::remove_all(dir);
 }
 #endif
+
+#ifdef NG_EXP3_PRENORM_VS_POSTNORM_PATH
+// exp3 end to end on the copy task for 3 steps: its files, its learning-rate flags, and a summary whose
+// learning-rate note follows the flags (the lesson's 10x recipe by default, "position alone" when equal).
+TEST(ExamplesPrograms, Exp3LearningRateFlagsReachTheRunsAndTheSummary) {
+  fs::path dir = temp_dir("exp3");
+  const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) +
+                          " --quick --steps 3 --task copy --threads 2 --quiet --out ";
+  std::string err;
+  EXPECT_EQ(run(exe + (dir / "bad").string() + " --post-lr 0", err, dir), 2);
+  EXPECT_NE(err.find("--post-lr"), std::string::npos) << err;
+
+  ASSERT_EQ(run(exe + (dir / "default").string(), err, dir), 0) << err;
+  for (const char* ext : {"png", "csv", "md", "cmd.txt"})
+    EXPECT_TRUE(fs::exists(dir / "default" / (std::string("prenorm_vs_postnorm.") + ext))) << ext;
+  std::string md = slurp(dir / "default" / "prenorm_vs_postnorm.md");
+  EXPECT_NE(md.find("| Post-LN 8L | 0.0001 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("(Pre-LN 0.001, Post-LN 0.0001, 10x), the lesson's recipe"), std::string::npos) << md;
+
+  ASSERT_EQ(run(exe + (dir / "same").string() + " --post-lr 1e-3", err, dir), 0) << err;
+  md = slurp(dir / "same" / "prenorm_vs_postnorm.md");
+  EXPECT_NE(md.find("| Post-LN 8L | 0.001 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Both positions run at the same learning rate (0.001)"), std::string::npos) << md;
+  fs::remove_all(dir);
+}
+#endif

@@ -54,6 +54,22 @@ TEST(Exp2Program, BadFlagsExitWith2) {
   fs::remove_all(dir);
 }
 
+TEST(Exp2Program, DeviceFlag) {
+  fs::path dir = temp_dir("device");
+  std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --out " + (dir / "o").string();
+  std::string err;
+  EXPECT_EQ(run(exe + " --device tpu", err, dir), 2);
+  EXPECT_NE(err.find("expected cpu, cuda or cuda:N, got 'tpu'"), std::string::npos) << err;
+  // Without the CUDA backend, or without a GPU (this machine): a clear error and status 1, before training.
+  // On a machine with a GPU the one-step run succeeds instead.
+  int status = run(exe + " --device cuda --steps 1 --task copy --threads 2 --quiet", err, dir);
+  if (status != 0) {
+    EXPECT_EQ(status, 1) << err;
+    EXPECT_NE(err.find("error: --device: cuda cannot be used: "), std::string::npos) << err;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Exp2Program, TwoStepCopyRunWritesItsFiles) {
   fs::path dir = temp_dir("run");
   std::string err;
@@ -74,6 +90,11 @@ TEST(Exp2Program, TwoStepCopyRunWritesItsFiles) {
   std::string md = slurp(dir / "norm_comparison.md");
   EXPECT_NE(md.find("NoNorm did NOT diverge in 2 steps"), std::string::npos) << md;
   EXPECT_NE(md.find("This run has 2 steps, not the lesson's 1000"), std::string::npos) << md;
+  // The copy task's floor without positions, ln(64 - 1), is computed and compared with the run.
+  EXPECT_NE(md.find("no such model can get below about ln(T - 1) = 4.14"), std::string::npos) << md;
+  EXPECT_NE(md.find("(above the floor)."), std::string::npos) << md;
+  // Two steps are too few for any config to converge, and the summary says what that means.
+  EXPECT_NE(md.find("No config converged"), std::string::npos) << md;
   EXPECT_NE(md.find("Command: `"), std::string::npos);
   EXPECT_NE(slurp(dir / "norm_comparison.cmd.txt").find("--task copy"), std::string::npos);
   fs::remove_all(dir);

@@ -66,9 +66,25 @@ TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
       Shape shape;
       int64_t G;
     };
-    std::vector<Case> cases = {{{3, 4}, 2},     {{2, 6, 1}, 6},   {{2, 6, 7}, 3},    {{2, 4, 17}, 4},
-                               {{3, 8, 33}, 2}, {{1, 2, 100}, 1}, {{2, 4, 3, 5}, 2}, {{2, 32, 16}, 8},
-                               {{5, 96}, 4},    {{3, 70}, 2}};
+    std::vector<Case> cases = {{{3, 4}, 2},
+                               {{2, 6, 1}, 6},
+                               {{2, 6, 7}, 3},
+                               {{2, 4, 17}, 4},
+                               {{3, 8, 33}, 2},
+                               {{1, 2, 100}, 1},
+                               {{2, 4, 3, 5}, 2},
+                               {{2, 32, 16}, 8},
+                               {{5, 96}, 4},
+                               {{3, 70}, 2},
+                               // (N, C) shapes whose groups tile the vectors (the many-groups-per-vector
+                               // path on AVX2/AVX-512): m = 8, 32, 4, 1, 16, 16, 2
+                               {{7, 256}, 32},
+                               {{4, 1024}, 32},
+                               {{3, 64}, 16},
+                               {{5, 32}, 32},
+                               {{2, 128}, 8},
+                               {{3, 48}, 3},
+                               {{6, 16}, 8}};
     for (const Case& c : cases) {
       const int64_t N = c.shape[0], C = c.shape[1], S = numel(c.shape) / (N * C);
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
@@ -114,6 +130,28 @@ TEST(GroupNorm, HostileGroups) {
     EXPECT_LE(max_abs_diff(y, truth), 1e-3);
     std::vector<double> yv = y.to_vector<double>();
     for (int64_t i = 2 * S; i < 4 * S; ++i) EXPECT_EQ(yv[i], 0.0);
+  }
+  // the same in an (N, C) input whose groups of 8 channels tile the vectors (the many-groups-per-vector
+  // path): group 0 of each sample has mean 1e4 and std 1e-2, group 1 is constant, the rest are ordinary
+  {
+    const int64_t N = 3, C = 64, G = 8;
+    std::vector<double> v = randn({N * C}, gen, DType::f64).to_vector<double>();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < 16; ++c) {
+        double& e = v[size_t(n * C + c)];
+        e = c < 8 ? double(float(1e4 + 1e-2 * e)) : 3.0;
+      }
+    Tensor xc = from_vector(v, {N, C}, DType::f32);
+    Tensor t = norms::group_norm_forward(from_vector(v, {N, C}, DType::f64), N, C, 1, G, Tensor(), Tensor(),
+                                         1e-8, norms::Impl::reference)
+                   .y;
+    for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+      Tensor y = norms::group_norm_forward(xc, N, C, 1, G, Tensor(), Tensor(), 1e-8, impl).y;
+      EXPECT_LE(max_abs_diff(y, t), 1e-3);
+      std::vector<double> yv = y.to_vector<double>();
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 8; c < 16; ++c) EXPECT_EQ(yv[size_t(n * C + c)], 0.0);
+    }
   }
   // f16 near its limits
   Tensor h = from_vector(std::vector<double>{6e4, -6e4, 3e4, 65000, -65000, 1}, {1, 2, 3}, DType::f16);

@@ -95,6 +95,42 @@ TEST(CrossEntropy, LogSumExpFastMatchesReference) {
   EXPECT_EQ(lv[2], -inf);
 }
 
+// The forward-with-gradient rows (what cross_entropy runs when a gradient is wanted): fast == reference,
+// with an ignored row, tails, f32 and f64; a nan row gives nan in that row only.
+TEST(CrossEntropy, GradRowsFastMatchReference) {
+  Generator g(7);
+  for (int64_t V : {1, 3, 8, 17, 65, 1000, 1031}) {
+    const int64_t N = 5;
+    std::vector<int64_t> tv = {0, V - 1, -100, V / 2, (3 * V) / 4};
+    Tensor x = mul(randn({N, V}, g), 4.0), x64 = x.to(DType::f64);
+    for (float scale : {1.0f, 0.25f}) {
+      Tensor la = empty({N}), lb = empty({N}), ga = empty({N, V}), gb = empty({N, V});
+      cross_entropy_rows_reference(x.data<float>(), tv.data(), -100, scale, la.data<float>(),
+                                   ga.data<float>(), N, V);
+      cross_entropy_rows(x.data<float>(), tv.data(), -100, scale, lb.data<float>(), gb.data<float>(), N, V);
+      EXPECT_LT(max_abs_diff(ga, gb), 1e-6) << V;
+      auto a = la.to_vector<double>(), b = lb.to_vector<double>();
+      for (int64_t r = 0; r < N; ++r) EXPECT_NEAR(a[r], b[r], 1e-5) << V << " row " << r;
+      for (int64_t v = 0; v < V; ++v) EXPECT_EQ(gb.to_vector<double>()[2 * V + v], 0.0);  // ignored row
+      Tensor lc = empty({N}, DType::f64), ld = empty({N}, DType::f64);
+      Tensor gc = empty({N, V}, DType::f64), gd = empty({N, V}, DType::f64);
+      cross_entropy_rows_reference(x64.data<double>(), tv.data(), -100, double(scale), lc.data<double>(),
+                                   gc.data<double>(), N, V);
+      cross_entropy_rows(x64.data<double>(), tv.data(), -100, double(scale), ld.data<double>(),
+                         gd.data<double>(), N, V);
+      EXPECT_LT(max_abs_diff(gc, gd), 1e-14) << V;
+      EXPECT_LT(max_abs_diff(lc, ld), 1e-12) << V;
+    }
+  }
+  Tensor x = from_vector(std::vector<float>{1, NAN, 2, 1, 0, 2}, {2, 3}, DType::f32);
+  std::vector<int64_t> tv = {0, 2};
+  Tensor l = empty({2}), gr = empty({2, 3});
+  cross_entropy_rows(x.data<float>(), tv.data(), -100, 0.5f, l.data<float>(), gr.data<float>(), 2, 3);
+  auto gv = gr.to_vector<double>();
+  for (int v = 0; v < 3; ++v) EXPECT_TRUE(std::isnan(gv[v])) << v;
+  for (int v = 3; v < 6; ++v) EXPECT_FALSE(std::isnan(gv[v])) << v;
+}
+
 TEST(CrossEntropy, HalfLogits) {
   Generator g(4);
   Tensor x = randn({4, 9}, g);

@@ -170,3 +170,69 @@ TEST(Softmax, SameResultAtOneAndTwoThreads) {
   EXPECT_TRUE(bitwise_equal(a, b));
   EXPECT_TRUE(bitwise_equal(ga, gb));
 }
+
+// ---- causal_softmax: attention's masked softmax in one op -------------------------------------------
+
+namespace {
+// mask[t, s] = 1 where s > t (the future), as nn/attention.cpp builds it.
+Tensor future_mask(int64_t T) {
+  std::vector<double> m(size_t(T * T), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = t + 1; s < T; ++s) m[size_t(t * T + s)] = 1.0;
+  return from_vector(m, Shape{T, T}, DType::f32);
+}
+}  // namespace
+
+TEST(CausalSoftmax, MatchesMaskedFillThenSoftmax) {
+  Generator g(8);
+  for (int64_t T : {1, 2, 5, 17, 40}) {
+    Tensor x = mul(randn({2, 3, T, T}, g, DType::f64), 3.0);
+    Tensor want = softmax(masked_fill(x, future_mask(T), -INFINITY), -1);
+    Tensor got = causal_softmax(x);
+    EXPECT_LT(max_abs_diff(got, want), 1e-15) << T;
+    Tensor want32 = softmax(masked_fill(x.to(DType::f32), future_mask(T), -INFINITY), -1);
+    Tensor got32 = causal_softmax(x.to(DType::f32));
+    EXPECT_LT(max_abs_diff(got32, want32), 1e-6) << T;
+    auto v = got32.to_vector<double>();
+    for (int64_t b = 0; b < 6; ++b)  // above the diagonal: exactly 0
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t s = t + 1; s < T; ++s) EXPECT_EQ(v[size_t((b * T + t) * T + s)], 0.0);
+  }
+}
+
+TEST(CausalSoftmax, GradcheckAndNonContiguous) {
+  Generator g(9);
+  expect_gradcheck([](auto& in) { return causal_softmax(in[0]); }, {leaf({2, 4, 4}, g)});
+  expect_gradcheck([](auto& in) { return causal_softmax(in[0]); }, {noncontig_leaf({3, 5, 5}, g)});
+  expect_gradcheck([](auto& in) { return mul(causal_softmax(in[0]), in[0]); }, {leaf({1, 6, 6}, g)});
+}
+
+TEST(CausalSoftmax, FastMatchesReference) {
+  Generator g(10);
+  for (int64_t L : {1, 3, 16, 33, 100}) {
+    const int64_t rows = 2 * L;  // two (L x L) blocks
+    Tensor x = mul(randn({rows, L}, g), 4.0), x64 = x.to(DType::f64);
+    Tensor a = empty({rows, L}), b = empty({rows, L});
+    causal_softmax_rows_reference(x.data<float>(), a.data<float>(), rows, L);
+    causal_softmax_rows(x.data<float>(), b.data<float>(), rows, L);
+    EXPECT_LT(max_abs_diff(a, b), 2e-6) << L;
+    Tensor c = empty({rows, L}, DType::f64), d = empty({rows, L}, DType::f64);
+    causal_softmax_rows_reference(x64.data<double>(), c.data<double>(), rows, L);
+    causal_softmax_rows(x64.data<double>(), d.data<double>(), rows, L);
+    EXPECT_LT(max_abs_diff(c, d), 1e-13) << L;
+  }
+}
+
+TEST(CausalSoftmax, Errors) {
+  expect_error(
+      [] {
+        causal_softmax(zeros({2, 3}));
+      },
+      {"causal_softmax: expected scores of shape (..., T, T) (queries x keys), got (2, 3)"});
+  expect_error([] { causal_softmax(zeros({4})); }, {"causal_softmax: expected scores of shape", "got (4)"});
+  expect_error(
+      [] {
+        causal_softmax(arange(4).reshape({2, 2}));
+      },
+      {"causal_softmax: expected a floating tensor, got i64"});
+}

@@ -2,6 +2,10 @@
 // (SSE4, AVX2, AVX-512 ...), with odd lengths (tails) and unaligned starts.
 #include <hwy/targets.h>
 
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+
 #include "ops_test_util.h"
 #include "tensor/kernels/elementwise_simd.h"
 #include "tensor/kernels/reduce_simd.h"
@@ -108,6 +112,34 @@ TEST(Kernels, SoftmaxRowsMatchReferenceOnEveryTarget) {
       EXPECT_NEAR(lse, lse_ref, 2e-5) << n;
     }
   });
+}
+
+// FastExp (kernels/fast_exp-inl.h), the exp inside the softmax / cross-entropy kernels, against std::exp
+// in double: relative error below FLT_EPSILON (1.19e-7) over [-87.3, 88], exactly 0 below (and at -inf),
+// exactly 1 at 0.
+TEST(Kernels, FastExpMatchesStdExpOnEveryTarget) {
+  std::vector<float> x;
+  for (int64_t k = 0; k <= 400000; ++k) x.push_back(float(-87.3 + (88.0 + 87.3) * double(k) / 400000.0));
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-7f, 0.34657f, -0.34658f, 1.0f, -1.0f, 88.0f, -87.3f})
+    x.push_back(v);
+  const size_t n_in_range = x.size();
+  for (float v : {-87.5f, -100.0f, -1e30f, -INFINITY}) x.push_back(v);
+  double worst = 0;
+  for_each_target([&] {
+    std::vector<float> y(x.size());
+    simd::fast_exp_row(x.data(), y.data(), int64_t(x.size()));
+    for (size_t k = 0; k < n_in_range; ++k) {
+      const double want = std::exp(double(x[k]));
+      const double rel = std::abs(double(y[k]) - want) / want;
+      worst = std::max(worst, rel);
+      ASSERT_LT(rel, double(FLT_EPSILON)) << "x = " << x[k] << " got " << y[k] << " want " << want;
+    }
+    for (size_t k = n_in_range; k < x.size(); ++k) EXPECT_EQ(y[k], 0.0f) << x[k];
+    std::vector<float> one(1);
+    simd::fast_exp_row(x.data() + n_in_range - 10, one.data(), 1);  // x = 0
+    EXPECT_EQ(one[0], 1.0f);
+  });
+  std::printf("FastExp: worst relative error %.3g (f32 ulp = %.3g)\n", worst, double(FLT_EPSILON));
 }
 
 TEST(Kernels, ElementwiseMatchesScalarOnEveryTarget) {

@@ -11,6 +11,7 @@
 
 #include "autograd/engine.h"
 #include "tensor/parallel.h"
+#include "tensor/tensor.h"
 
 namespace ng::examples {
 
@@ -36,6 +37,30 @@ void add_common_flags(CLI::App& app, CommonOptions& o) {
   app.add_flag("--quiet", o.quiet, "no progress bar");
   app.add_flag("--detect-anomaly", o.detect_anomaly,
                "stop at the first op whose forward or backward makes NaN/Inf, naming it (slow)");
+}
+
+void add_device_flag(CLI::App& app, std::string& device) {
+  app.add_option("--device", device,
+                 "where to train: cpu, or cuda / cuda:N (needs the CUDA backend and a GPU)")
+      ->capture_default_str()
+      ->check([](const std::string& v) -> std::string {
+        if (v == "cpu" || v == "cuda") return "";
+        if (v.rfind("cuda:", 0) == 0 && v.size() > 5 &&
+            v.find_first_not_of("0123456789", 5) == std::string::npos)
+          return "";
+        return "expected cpu, cuda or cuda:N, got '" + v + "'";
+      });
+}
+
+Device require_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  const Device d = Device::cuda(name == "cuda" ? 0 : std::stoi(name.substr(5)));
+  try {
+    (void)ng::ones({1}).to(d);  // fails here, clearly, when there is no backend or no such GPU
+  } catch (const ng::Error& e) {
+    fail("--device", name, " cannot be used: ", e.what());
+  }
+  return d;
 }
 
 namespace {

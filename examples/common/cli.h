@@ -20,6 +20,8 @@
 #include <optional>
 #include <string>
 
+#include "tensor/device.h"
+
 namespace ng::examples {
 
 struct CommonOptions {
@@ -52,6 +54,14 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptio
 // Run a trainer's body and turn an escaping ng::Error (a bad file, an anomaly under --detect-anomaly, ...)
 // into a clear message on stderr and exit status 1, instead of std::terminate.
 int guarded_main(int argc, char** argv, int (*body)(int, char**));
+
+// --device cpu|cuda|cuda:N, for the trainers that can run on a GPU (exp2). A value that is none of these is
+// a usage error (status 2).
+void add_device_flag(CLI::App& app, std::string& device);
+// The device --device names, once a probe tensor has been moved there: an ng::Error saying why not
+// otherwise ("--device cuda: ... built without the CUDA backend", or CUDA's own "no device" message), which
+// guarded_main turns into status 1 before any training starts.
+Device require_device(const std::string& name);
 
 // True when `path` names a regular file we can open for reading.
 bool readable_file(const std::string& path);

@@ -96,6 +96,12 @@ bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task
 TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
                      const std::string& resume, const std::string& save) {
   TrainResult r;
+  NG_CHECK(spec.device.is_cpu() || (resume.empty() && save.empty()), "train_lm",
+           "--save and --resume work on the CPU only; drop them or use --device cpu (got --device ",
+           spec.device.str(), ")");
+  for (const Tensor& p : model.parameters())
+    NG_CHECK(p.device() == spec.device, "train_lm", "the model's parameters are on ", p.device().str(),
+             " but training runs on ", spec.device.str(), " (move the model with model.to(device) first)");
   model.train();
   optim::AdamOptions ao;
   ao.lr = spec.lr;
@@ -108,19 +114,28 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
   state.generators = {{"data", &data_gen}, {"dropout", &model.dropout_generator()}};
   state.config_json = model.config.to_json();
   if (task.name == "shakespeare") state.tokenizer = const_cast<nn::CharTokenizer*>(&task.tokenizer);
+  // --resume continues the run the checkpoint came from: its weights, Adam moments, data and dropout
+  // generators and step count are restored, and training goes on to the same total of spec.steps. So
+  // "train 100 steps" and "train 50, --save, then --resume to 100" give the same bits
+  // (Examples.ResumeContinuesTheRunBitwise).
   if (!resume.empty()) {
     nn::load_checkpoint(resume, state);
+    NG_CHECK(state.step < spec.steps, "--resume", "the checkpoint ", resume, " is at step ", state.step,
+             ", expected fewer than the ", spec.steps, " steps of this run (raise --steps)");
     std::cerr << spec.label << ": resumed from " << resume << " at step " << state.step << "\n";
   }
+  r.first_step = state.step + 1;
   DivergenceWatch watch;
-  Progress bar(spec.label, spec.steps, quiet);
+  Progress bar(spec.label, spec.steps, quiet, r.first_step);
   auto t0 = std::chrono::steady_clock::now();
-  for (int64_t step = 1; step <= spec.steps; ++step) {
+  for (int64_t step = r.first_step; step <= spec.steps; ++step) {
     Tensor tokens, targets;
     task.batch(spec.batch, spec.seq, data_gen, tokens, targets);
+    tokens = tokens.to(spec.device);  // no-ops on the CPU
+    targets = targets.to(spec.device);
     opt.zero_grad();
     Tensor loss = model.loss(tokens, targets);
-    double l = loss.item();
+    double l = loss.item();  // on a device: the one value copied to the host
     double gn = 0;
     if (std::isfinite(l)) {
       loss.backward();
@@ -146,7 +161,7 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
     for (int64_t i = 0; i < spec.val_batches; ++i) {
       Tensor tokens, targets;
       task.batch(spec.batch, spec.seq, val_gen, tokens, targets, true);
-      sum += model.loss(tokens, targets).item();
+      sum += model.loss(tokens.to(spec.device), targets.to(spec.device)).item();
     }
     r.val_loss = sum / double(spec.val_batches);
     model.train();

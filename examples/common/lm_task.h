@@ -43,6 +43,7 @@ bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task
 
 struct TrainResult {
   std::vector<double> losses;  // one per step done (the step that diverged is the last, non-finite)
+  int64_t first_step = 1;      // step of losses[0]: 1, or the checkpoint's step + 1 after --resume
   int64_t nan_step = -1;       // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
   std::string nan_what;
   double val_loss = std::nan("");  // shakespeare only
@@ -56,6 +57,9 @@ struct TrainSpec {
   double clip = 0;  // 0: no gradient clipping
   uint64_t data_seed = 0;
   int64_t val_batches = 8;
+  // Where the model trains: it must already be there (Module::to); each batch is copied to it and each loss
+  // copied back to the host for logging.
+  Device device = Device::cpu();
 };
 
 // Adam, one fresh batch per step, stops at the first non-finite loss or gradient norm.

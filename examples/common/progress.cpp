@@ -19,8 +19,11 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-Progress::Progress(std::string label, int64_t total, bool quiet)
-    : label_(std::move(label)), total_(total), active_(!quiet && ::isatty(STDERR_FILENO)) {
+Progress::Progress(std::string label, int64_t total, bool quiet, int64_t first_step)
+    : label_(std::move(label)),
+      total_(total),
+      first_step_(first_step),
+      active_(!quiet && ::isatty(STDERR_FILENO)) {
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
@@ -45,7 +48,7 @@ void Progress::update(int64_t step, double loss) {
   if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
   double elapsed = std::chrono::duration<double>(now - start_).count();
-  double rate = elapsed > 0 ? double(step) / elapsed : 0;
+  double rate = elapsed > 0 ? double(step - first_step_ + 1) / elapsed : 0;
   std::fprintf(stderr, "\r%s\033[K", format(label_, step, total_, loss, rate).c_str());
   std::fflush(stderr);
   drawn_ = true;

@@ -14,7 +14,9 @@ namespace ng::examples {
 
 class Progress {
  public:
-  Progress(std::string label, int64_t total, bool quiet);
+  // first_step: the first step this process runs (after --resume, the checkpoint's step + 1), so that
+  // steps/s and the ETA count only the steps done here.
+  Progress(std::string label, int64_t total, bool quiet, int64_t first_step = 1);
   ~Progress() { finish(); }
 
   // Call after step `step` (1-based count of steps done) with its loss.
@@ -30,6 +32,7 @@ class Progress {
  private:
   std::string label_;
   int64_t total_;
+  int64_t first_step_;
   bool active_;
   bool drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;

@@ -340,6 +340,167 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   }
 }
 
+// ---- 3b. The (N, C) fast path: many small groups per vector ----------------------------------------------
+//
+// With S == 1 a group is m = C/G consecutive channels of one sample, often fewer than a vector holds (the
+// benchmark's 16384 x 256 with 32 groups has m = 8). Handling one group at a time then costs two horizontal
+// sums, a division and a square root per 8 values. Instead we walk each sample in "units" of U = max(m, L)
+// values: either one vector holding L/m whole groups (m divides L), or one group spanning m/L whole vectors
+// (L divides m). Every lane carries its own group's statistics:
+//
+//   K      = per lane, the first value of its group (the shift, as in the row kernel)
+//   s1     = segment sum of (x - K)                   d    = s1 / m
+//   s2     = segment sum of ((x - K) - d)^2           rstd = 1 / sqrt(s2 / m + eps)
+//   y      = ((x - K) - d) * rstd * w_c + b_c         w, b loaded as vectors across channels
+//
+// "Segment sum" adds the lanes of each group and leaves the sum in every lane of the group: first the unit's
+// vectors are added, then log2(min(m, L)) butterfly steps v += v[lane ^ k] (k = 1, 2, 4, ...). x is read
+// once; the unit (at most a few vectors) is re-read from L1.
+//
+// Eligible when m % L == 0, or L % m == 0 and C % L == 0 (so a unit never straddles a sample). Other shapes
+// keep the per-group kernel above.
+template <class D>
+struct SegmentSum {
+  using TI = hwy::MakeSigned<hn::TFromD<D>>;
+  static constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(hn::TFromD<D>);
+  using Idx = decltype(hn::SetTableIndices(D(), static_cast<const TI*>(nullptr)));
+  Idx butterfly[8];  // butterfly[j]: lane i <- lane i ^ (1 << j)
+  Idx first;         // lane i <- the first lane of its group
+  Idx group;         // lane i <- lane (i / m): spreads per-group values over their lanes
+  int steps = 0;
+  SegmentSum(D d, int64_t m) {
+    const int64_t L = int64_t(hn::Lanes(d));
+    const int64_t span = std::min(m, L);
+    HWY_ALIGN TI idx[kMaxLanes];
+    for (int64_t k = 1; k < span; k *= 2, ++steps) {
+      for (int64_t i = 0; i < L; ++i) idx[i] = TI(i ^ k);
+      butterfly[steps] = hn::SetTableIndices(d, idx);
+    }
+    for (int64_t i = 0; i < L; ++i) idx[i] = TI(i / span * span);
+    first = hn::SetTableIndices(d, idx);
+    for (int64_t i = 0; i < L; ++i) idx[i] = TI(i / span);
+    group = hn::SetTableIndices(d, idx);
+  }
+  hn::Vec<D> operator()(hn::Vec<D> v) const {
+    for (int j = 0; j < steps; ++j) v = hn::Add(v, hn::TableLookupLanes(v, butterfly[j]));
+    return v;
+  }
+};
+
+// Is the unit path usable for this shape on this target?
+template <typename T>
+bool GroupNormUnitsEligible(int64_t C, int64_t S, int64_t G) {
+  using D = hn::ScalableTag<AccT<T>>;
+  const int64_t L = int64_t(hn::Lanes(D()));
+  const int64_t m = C / G;
+  if (S != 1 || m < 1 || L > 16) return false;
+  return m % L == 0 || (L % m == 0 && C % L == 0);
+}
+
+// Samples [n0, n1) of an (N, C) input.
+template <typename T>
+void GroupNormForwardUnits(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                           const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
+                           AccT<T>* HWY_RESTRICT rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,
+                           double eps) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t m = C / G;
+  const int64_t U = std::max(m, L), vpu = U / L, gpu = U / m;  // vectors per unit, groups per unit
+  const SegmentSum<D> seg(d, m);
+  const auto inv_m = hn::Set(d, A(1) / A(m)), veps = hn::Set(d, A(eps)), one = hn::Set(d, A(1));
+  HWY_ALIGN A mean_lanes[SegmentSum<D>::kMaxLanes], rstd_lanes[SegmentSum<D>::kMaxLanes];
+
+  for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t c0 = 0, r = n * G; c0 < C; c0 += U, r += gpu) {  // r: the unit's first group
+      const T* HWY_RESTRICT xu = x + n * C + c0;
+      T* HWY_RESTRICT yu = y + n * C + c0;
+      const auto vK = hn::TableLookupLanes(LoadAs(d, xu), seg.first);
+
+      auto s1 = hn::Zero(d);
+      for (int64_t j = 0; j < vpu; ++j) s1 = hn::Add(s1, hn::Sub(LoadAs(d, xu + j * L), vK));
+      const auto vd = hn::Mul(seg(s1), inv_m);
+
+      auto s2 = hn::Zero(d);
+      for (int64_t j = 0; j < vpu; ++j) {
+        const auto c = hn::Sub(hn::Sub(LoadAs(d, xu + j * L), vK), vd);
+        s2 = hn::MulAdd(c, c, s2);
+      }
+      const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(seg(s2), inv_m, veps)));
+
+      for (int64_t j = 0; j < vpu; ++j) {
+        const auto xhat = hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xu + j * L), vK), vd), vrs);
+        StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + c0 + j * L), hn::LoadU(d, b + c0 + j * L)), yu + j * L);
+      }
+
+      // the statistics of the unit's groups: lane q * m holds group q's
+      hn::Store(hn::Add(vK, vd), d, mean_lanes);
+      hn::Store(vrs, d, rstd_lanes);
+      for (int64_t q = 0, lane = 0; q < gpu; ++q, lane += m) {
+        mean[r + q] = mean_lanes[lane];
+        rstd[r + q] = rstd_lanes[lane];
+      }
+    }
+  }
+}
+
+// Samples [n0, n1) of an (N, C) input; dw_part, db_part: (C) partials of this chunk (or null).
+//   pass 1 (per unit): xhat = (x - mean) * rstd, g = dy * w; segment sums of g and g * xhat;
+//                      dw_part += dy * xhat, db_part += dy (vectors across channels)
+//   pass 2:            dx = g * rstd + (xhat * k3 + k2), k2 = -rstd * mean_g, k3 = -rstd * mean_gx
+template <typename T>
+void GroupNormBackwardUnits(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                            const AccT<T>* HWY_RESTRICT mean, const AccT<T>* HWY_RESTRICT rstd,
+                            T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part, AccT<T>* HWY_RESTRICT db_part,
+                            int64_t n0, int64_t n1, int64_t C, int64_t G) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t m = C / G;
+  const int64_t U = std::max(m, L), vpu = U / L, gpu = U / m;
+  const SegmentSum<D> seg(d, m);
+  const auto inv_m = hn::Set(d, A(1) / A(m));
+  const int64_t rows = n1 * G;  // mean, rstd have at least this many groups: a full load at r is safe below
+
+  for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t c0 = 0, r = n * G; c0 < C; c0 += U, r += gpu) {  // r: the unit's first group
+      const int64_t off = n * C + c0;
+      // per-lane mean and rstd of the unit's gpu groups (a short copy: never reads past the last group)
+      const bool full = r + L <= rows;
+      const auto mu_g = full ? hn::LoadU(d, mean + r) : LoadTailA(d, mean + r, size_t(gpu));
+      const auto rs_g = full ? hn::LoadU(d, rstd + r) : LoadTailA(d, rstd + r, size_t(gpu));
+      const auto vmu = hn::TableLookupLanes(mu_g, seg.group);
+      const auto vrs = hn::TableLookupLanes(rs_g, seg.group);
+
+      // pass 1
+      auto sg = hn::Zero(d), sgx = hn::Zero(d);
+      for (int64_t j = 0; j < vpu; ++j) {
+        const int64_t c = c0 + j * L;
+        const auto dyv = LoadAs(d, dy + off + j * L);
+        const auto xhat = hn::Mul(hn::Sub(LoadAs(d, x + off + j * L), vmu), vrs);
+        const auto g = hn::Mul(dyv, hn::LoadU(d, w + c));
+        sg = hn::Add(sg, g);
+        sgx = hn::MulAdd(g, xhat, sgx);
+        if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + c)), d, dw_part + c);
+        if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + c)), d, db_part + c);
+      }
+      if (!dx) continue;
+
+      // pass 2: term 1 + term 3 + term 2
+      const auto k2 = hn::Neg(hn::Mul(vrs, hn::Mul(seg(sg), inv_m)));
+      const auto k3 = hn::Neg(hn::Mul(vrs, hn::Mul(seg(sgx), inv_m)));
+      for (int64_t j = 0; j < vpu; ++j) {
+        const auto xhat = hn::Mul(hn::Sub(LoadAs(d, x + off + j * L), vmu), vrs);
+        const auto g = hn::Mul(LoadAs(d, dy + off + j * L), hn::LoadU(d, w + c0 + j * L));
+        StoreAs(d, hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, k2)), dx + off + j * L);
+      }
+    }
+  }
+}
+
 #define NG_GROUP_NORM_INSTANCES(NAME, T)                                                                     \
   void GroupNormForward##NAME(const T* x, const AccT<T>* w, const AccT<T>* b, T* y, AccT<T>* mean,           \
                               AccT<T>* rstd, int64_t r0, int64_t r1, int64_t C, int64_t S, int64_t G,        \
@@ -350,6 +511,19 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
                                const AccT<T>* rstd, T* dx, AccT<T>* dw, AccT<T>* db, int64_t r0, int64_t r1, \
                                int64_t C, int64_t S, int64_t G) {                                            \
     GroupNormBackwardRows<T>(dy, x, w, mean, rstd, dx, dw, db, r0, r1, C, S, G);                             \
+  }                                                                                                          \
+  bool GroupNormUnitsEligible##NAME(int64_t C, int64_t S, int64_t G) {                                       \
+    return GroupNormUnitsEligible<T>(C, S, G);                                                               \
+  }                                                                                                          \
+  void GroupNormForwardUnits##NAME(const T* x, const AccT<T>* w, const AccT<T>* b, T* y, AccT<T>* mean,      \
+                                   AccT<T>* rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,              \
+                                   double eps) {                                                             \
+    GroupNormForwardUnits<T>(x, w, b, y, mean, rstd, n0, n1, C, G, eps);                                     \
+  }                                                                                                          \
+  void GroupNormBackwardUnits##NAME(const T* dy, const T* x, const AccT<T>* w, const AccT<T>* mean,          \
+                                    const AccT<T>* rstd, T* dx, AccT<T>* dw, AccT<T>* db, int64_t n0,        \
+                                    int64_t n1, int64_t C, int64_t G) {                                      \
+    GroupNormBackwardUnits<T>(dy, x, w, mean, rstd, dx, dw, db, n0, n1, C, G);                               \
   }
 NG_GROUP_NORM_INSTANCES(F32, float)
 NG_GROUP_NORM_INSTANCES(F64, double)
@@ -373,6 +547,18 @@ HWY_EXPORT(GroupNormBackwardF32);
 HWY_EXPORT(GroupNormBackwardF64);
 HWY_EXPORT(GroupNormBackwardF16);
 HWY_EXPORT(GroupNormBackwardBF16);
+HWY_EXPORT(GroupNormUnitsEligibleF32);
+HWY_EXPORT(GroupNormUnitsEligibleF64);
+HWY_EXPORT(GroupNormUnitsEligibleF16);
+HWY_EXPORT(GroupNormUnitsEligibleBF16);
+HWY_EXPORT(GroupNormForwardUnitsF32);
+HWY_EXPORT(GroupNormForwardUnitsF64);
+HWY_EXPORT(GroupNormForwardUnitsF16);
+HWY_EXPORT(GroupNormForwardUnitsBF16);
+HWY_EXPORT(GroupNormBackwardUnitsF32);
+HWY_EXPORT(GroupNormBackwardUnitsF64);
+HWY_EXPORT(GroupNormBackwardUnitsF16);
+HWY_EXPORT(GroupNormBackwardUnitsBF16);
 
 // Forward rows (groups) shorter than this run the scalar loop even in the fast path: a row shorter than one
 // AVX-512 vector is all tail for the SIMD kernel, and the scalar loop is faster there (measured: 8.5 vs 12.9
@@ -398,6 +584,19 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
     A* prstd = s.rstd.data<A>();
     if (impl == Impl::reference) {
       group_norm_forward_reference<T, A>(px, pw, pb, py, pmean, prstd, N, C, S, G, A(eps));
+      return;
+    }
+    bool units = false;
+    NG_NORM_SIMD_CALL_RET(units, T, GroupNormUnitsEligible, C, S, G);
+    if (units) {
+      // (N, C) input with groups that tile the vectors: samples in parallel, many groups per vector
+      std::vector<A> ones, zeros;
+      if (!pw) ones.assign(size_t(C), A(1)), pw = ones.data();
+      if (!pb) zeros.assign(size_t(C), A(0)), pb = zeros.data();
+      parallel_for(N, std::max<int64_t>(1, 16384 / C), [&](int64_t n0, int64_t n1) {
+        NG_NORM_SIMD_CALL(T, GroupNormForwardUnits, hwy_ptr(px), pw, pb, hwy_ptr(py), pmean, prstd, n0, n1, C,
+                          G, eps);
+      });
       return;
     }
     if (m < kShortRow) {
@@ -448,6 +647,25 @@ NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
     }
     std::vector<A> ones;
     if (!pw) ones.assign(size_t(C), A(1)), pw = ones.data();
+    bool units = false;
+    NG_NORM_SIMD_CALL_RET(units, T, GroupNormUnitsEligible, C, S, G);
+    if (units) {
+      // (N, C) input with groups that tile the vectors: fixed chunks of SAMPLES, (C) partials per chunk
+      const RowChunks chunks = row_chunks(N, C);
+      std::vector<A> dw_part(pdw ? size_t(chunks.count * C) : 0, A(0));
+      std::vector<A> db_part(pdb ? size_t(chunks.count * C) : 0, A(0));
+      parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const int64_t n0 = c * chunks.grain, n1 = std::min(N, n0 + chunks.grain);
+          NG_NORM_SIMD_CALL(T, GroupNormBackwardUnits, hwy_ptr(pdy), hwy_ptr(px), pw, mean.data<A>(),
+                            rstd.data<A>(), hwy_ptr(pdx), pdw ? dw_part.data() + c * C : nullptr,
+                            pdb ? db_part.data() + c * C : nullptr, n0, n1, C, G);
+        }
+      });
+      if (pdw) reduce_partials(dw_part, chunks.count, C, pdw);
+      if (pdb) reduce_partials(db_part, chunks.count, C, pdb);
+      return;
+    }
     // Fixed row chunks, each with its own (C) partials for dweight and dbias, summed in chunk order.
     const RowChunks chunks = row_chunks(rows, m);
     std::vector<A> dw_part(pdw ? size_t(chunks.count * C) : 0, A(0));

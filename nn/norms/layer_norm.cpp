@@ -33,6 +33,7 @@
 #include "autograd/function.h"
 #include "nn/norms/layer_norm.h"
 #include "nn/norms/norm_math.h"
+#include "tensor/device_kernels.h"
 
 #if HWY_ONCE
 namespace ng::norms {
@@ -225,6 +226,8 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   const int64_t n_main = n - n % L;
   const size_t rest = size_t(n - n_main);
 
+  const T* x_end = x + r1 * n;  // prefetches stay inside this chunk
+  const T* dy_end = dy + r1 * n;
   for (int64_t r = r0; r < r1; ++r) {
     const T* HWY_RESTRICT xr = x + r * n;
     const T* HWY_RESTRICT dyr = dy + r * n;
@@ -249,8 +252,11 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
         if (db_part) StoreTailA(d, hn::Add(dyv, LoadTailA(d, db_part + i, count)), db_part + i, count);
       }
     };
-    for (int64_t i = 0; i < n_main; i += L)
+    for (int64_t i = 0; i < n_main; i += L) {
+      PrefetchAhead(xr + i, x_end);  // the rows come from memory: a page ahead
+      PrefetchAhead(dyr + i, dy_end);
       step1(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, w + i), i, size_t(L));
+    }
     if (rest) step1(x_tail.load(d), dy_tail.load(d), LoadTailA(d, w + n_main, rest), n_main, rest);
     if (!dx) continue;
 
@@ -422,6 +428,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            " dimension(s) of x ", shape_str(x.shape()));
   norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
   norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
+  if (on_device({x, weight, bias}, op))  // the backend's whole op (cuda/norms.h for CUDA)
+    return device_kernels(x, op).layer_norm(x, normalized_shape, weight, bias, eps);
 
   // x: (rows, n) once made contiguous; weight, bias: (n) in the compute dtype.
   const DType acc = compute_dtype(x.dtype());

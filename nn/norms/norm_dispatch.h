@@ -71,3 +71,16 @@ void dispatch_storage(DType dt, const char* op, Fn&& fn) {
     else                                             \
       HWY_DYNAMIC_DISPATCH(NAME##BF16)(__VA_ARGS__); \
   } while (0)
+
+// Like NG_NORM_SIMD_CALL, for a kernel that returns a value: OUT = NAME##F32(args...) etc.
+#define NG_NORM_SIMD_CALL_RET(OUT, T, NAME, ...)           \
+  do {                                                     \
+    if constexpr (std::is_same_v<T, float>)                \
+      OUT = HWY_DYNAMIC_DISPATCH(NAME##F32)(__VA_ARGS__);  \
+    else if constexpr (std::is_same_v<T, double>)          \
+      OUT = HWY_DYNAMIC_DISPATCH(NAME##F64)(__VA_ARGS__);  \
+    else if constexpr (std::is_same_v<T, ::ng::f16>)       \
+      OUT = HWY_DYNAMIC_DISPATCH(NAME##F16)(__VA_ARGS__);  \
+    else                                                   \
+      OUT = HWY_DYNAMIC_DISPATCH(NAME##BF16)(__VA_ARGS__); \
+  } while (0)

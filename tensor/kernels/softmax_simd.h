@@ -2,14 +2,20 @@
 // dispatch (the best of SSE4, AVX2 and AVX-512 at run time). The scalar loops in ops/softmax.cpp and
 // ops/loss.cpp are the reference; tests/test_ops_softmax.cpp checks fast == reference.
 //
+// The exp inside them is FastExp (kernels/fast_exp-inl.h: about 16 vector ops, relative error < FLT_EPSILON
+// against std::exp; f64 uses Highway's Exp).
+//
 // Every function returns false, having written nothing useful, when the row holds a nan or an inf that
-// makes x - max undefined (Highway's Exp maps nan to 0, which would hide it): the caller then runs the
-// scalar reference for that row, which propagates nan the way std::exp does.
+// makes x - max undefined (a SIMD exp need not propagate nan): the caller then runs the scalar reference
+// for that row, which propagates nan the way std::exp does.
 #pragma once
 
 #include <cstdint>
 
 namespace ng::simd {
+
+// y_j = exp(x_j) for n floats: FastExp on its own, for its accuracy test against std::exp.
+void fast_exp_row(const float* x, float* y, int64_t n);
 
 // y = softmax(x) or log_softmax(x) over one row of length L (L >= 1).
 bool softmax_row(const float* x, float* y, int64_t L, bool log);
@@ -25,8 +31,9 @@ bool softmax_backward_row(const double* y, const double* dy, double* dx, int64_t
 bool logsumexp_row(const float* x, int64_t L, float* lse);
 bool logsumexp_row(const double* x, int64_t L, double* lse);
 
-// dx_j = scale * exp(x_j - lse): the softmax of the row times `scale` (cross-entropy's backward).
-void scaled_softmax_from_lse_row(const float* x, float lse, float scale, float* dx, int64_t L);
-void scaled_softmax_from_lse_row(const double* x, double lse, double scale, double* dx, int64_t L);
+// y_j = scale * softmax(x)_j and *lse = log(sum_j exp(x_j)) (cross-entropy's forward, which writes its
+// gradient: ops/loss.cpp).
+bool scaled_softmax_row(const float* x, float scale, float* y, int64_t L, float* lse);
+bool scaled_softmax_row(const double* x, double scale, double* y, int64_t L, double* lse);
 
 }  // namespace ng::simd

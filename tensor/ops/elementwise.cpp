@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "autograd/function.h"
+#include "tensor/device_kernels.h"
 #include "tensor/iter.h"
 #include "tensor/kernels/elementwise_simd.h"
 
@@ -33,7 +34,7 @@ void check_cpu(const Tensor& t, const char* op) {
 // =====================================================================================================
 namespace {
 
-enum class Bin { add, sub, mul, div, max, min };
+using Bin = BinaryKind;  // add, sub, mul, div, max, min (tensor/device_kernels.h)
 
 template <typename T>
 inline T bin_apply(Bin op, T a, T b) {
@@ -50,6 +51,7 @@ inline T bin_apply(Bin op, T a, T b) {
 
 // out = a (op) b with broadcasting. a, b: any strides; out: fresh, contiguous, broadcast shape.
 Tensor binary_kernel(const Tensor& a, const Tensor& b, Bin op, const char* name) {
+  if (on_device({a, b}, name)) return device_kernels(a, name).binary(op, a, b);
   check_same_dtype_device(a, b, name);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(shape, a.dtype());
@@ -75,7 +77,7 @@ Tensor binary_kernel(const Tensor& a, const Tensor& b, Bin op, const char* name)
   return out;
 }
 
-enum class Un { neg, exp, log, sqrt, rsqrt, abs, pow, clamp, square, relu, gelu, silu, sigmoid, tanh };
+using Un = UnaryKind;  // neg, exp, ..., tanh (tensor/device_kernels.h)
 
 constexpr double kSqrt2OverPi = 0.7978845608028654;
 constexpr double kGeluC = 0.044715;
@@ -135,6 +137,7 @@ inline T un_derivative(Un op, T x, T y, T p0, T p1) {
 
 // out = op(x). x: any strides; out: contiguous.
 Tensor unary_kernel(const Tensor& x, Un op, double p0, double p1, const char* name) {
+  if (on_device({x}, name)) return device_kernels(x, name).unary(op, x, p0, p1);
   Tensor out = empty(x.shape(), x.dtype());
   NG_DISPATCH_FLOAT(x.dtype(), name, [&]<typename scalar_t>() {
     using T = scalar_t;
@@ -155,6 +158,7 @@ Tensor unary_kernel(const Tensor& x, Un op, double p0, double p1, const char* na
 // dx = dout * op'(x). x, y, dout: same shape, any strides.
 Tensor unary_backward_kernel(Un op, const Tensor& x, const Tensor& y, const Tensor& dout, double p0, double p1,
                              const char* name) {
+  if (on_device({x, y, dout}, name)) return device_kernels(x, name).unary_backward(op, x, y, dout, p0, p1);
   Tensor dx = empty(x.shape(), x.dtype());
   NG_DISPATCH_FLOAT(x.dtype(), name, [&]<typename scalar_t>() {
     using T = scalar_t;
@@ -201,7 +205,6 @@ Tensor in_f32(const Tensor& x, F&& f) {
 
 Tensor unary(const Tensor& x, Un op, const char* name, const char* node, double p0 = 0, double p1 = 0) {
   NG_CHECK(is_floating(x.dtype()), name, "expected a floating tensor, got ", dtype_name(x.dtype()));
-  check_cpu(x, name);
   if (is_half(x.dtype())) return in_f32(x, [&](const Tensor& x32) { return unary(x32, op, name, node, p0, p1); });
   Tensor y = unary_kernel(x, op, p0, p1, name);
   if (needs_grad({x})) {
@@ -297,6 +300,7 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
     attach(y, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const Tensor& dout) {
       // weight_a = 1 where a won, 0 where b won, 1/2 on ties; weight_b = 1 - weight_a.
       Tensor av = saved_a.unpack(), bv = saved_b.unpack(), yv = saved_y.unpack();
+      check_cpu(yv, name);  // the tie-splitting weights below are a CPU loop (no device kernel)
       Tensor wa = empty(yv.shape(), yv.dtype());
       NG_DISPATCH_FLOAT(yv.dtype(), name, [&]<typename scalar_t>() {
         using T = scalar_t;
@@ -318,12 +322,16 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); 
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
 
 // Scalar forms: the scalar becomes a 0-d tensor (broadcast, never requires grad).
-Tensor add(const Tensor& a, double s) { return add(a, scalar_tensor(s, a.dtype())); }
-Tensor sub(const Tensor& a, double s) { return sub(a, scalar_tensor(s, a.dtype())); }
-Tensor mul(const Tensor& a, double s) { return mul(a, scalar_tensor(s, a.dtype())); }
-Tensor div(const Tensor& a, double s) { return div(a, scalar_tensor(s, a.dtype())); }
-Tensor rsub(double s, const Tensor& a) { return sub(scalar_tensor(s, a.dtype()), a); }
-Tensor rdiv(double s, const Tensor& a) { return div(scalar_tensor(s, a.dtype()), a); }
+// On a device the 0-d scalar is made there (one tiny fill).
+static Tensor scalar_like(double s, const Tensor& a) {
+  return a.device().is_cpu() ? scalar_tensor(s, a.dtype()) : full({}, s, a.dtype(), a.device());
+}
+Tensor add(const Tensor& a, double s) { return add(a, scalar_like(s, a)); }
+Tensor sub(const Tensor& a, double s) { return sub(a, scalar_like(s, a)); }
+Tensor mul(const Tensor& a, double s) { return mul(a, scalar_like(s, a)); }
+Tensor div(const Tensor& a, double s) { return div(a, scalar_like(s, a)); }
+Tensor rsub(double s, const Tensor& a) { return sub(scalar_like(s, a), a); }
+Tensor rdiv(double s, const Tensor& a) { return div(scalar_like(s, a), a); }
 
 // =====================================================================================================
 // 3. Unary ops and activations. Each derivative is in un_derivative() above.
@@ -350,6 +358,14 @@ Tensor tanh(const Tensor& x) { return unary(x, Un::tanh, "tanh", "TanhBackward")
 // 4. In place
 // =====================================================================================================
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
+  if (on_device({self, other}, "add_")) {
+    NG_CHECK(self.dtype() == other.dtype(), "add_", "dtype mismatch: got ", dtype_name(self.dtype()), " and ",
+             dtype_name(other.dtype()));
+    Tensor o = other.shape() == self.shape() ? other : other.detach().expand(self.shape());
+    device_kernels(self, "add_").add_(self, o, alpha);
+    self.bump_version();
+    return self;
+  }
   check_same_dtype_device(self, other, "add_");
   Tensor o = other.shape() == self.shape() ? other : other.detach().expand(self.shape());
   NG_DISPATCH_ALL(self.dtype(), "add_", [&]<typename scalar_t>() {
@@ -377,6 +393,11 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
 }
 
 Tensor& mul_(Tensor& self, double s) {
+  if (on_device({self}, "mul_")) {
+    device_kernels(self, "mul_").mul_(self, s);
+    self.bump_version();
+    return self;
+  }
   NG_DISPATCH_ALL(self.dtype(), "mul_", [&]<typename scalar_t>() {
     using T = scalar_t;
     T* p = static_cast<T*>(self.raw_data());

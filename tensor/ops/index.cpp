@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "autograd/function.h"
+#include "tensor/device_kernels.h"
 #include "tensor/iter.h"
 #include "tensor/parallel.h"
 
@@ -137,8 +138,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   NG_CHECK(weight.dim() == 2, op, "expected weight of shape (V, C), got ", shape_str(weight.shape()));
   NG_CHECK(is_floating(weight.dtype()), op, "expected a floating weight, got ", dtype_name(weight.dtype()));
   NG_CHECK(ids.dtype() == DType::i64, op, "expected i64 ids, got ", dtype_name(ids.dtype()));
-  NG_CHECK(weight.device().is_cpu() && ids.device().is_cpu(), op, "expected CPU tensors, got ",
-           weight.device().str(), " and ", ids.device().str());
+  if (on_device({weight, ids}, op)) return device_kernels(weight, op).embedding(weight, ids);  // the whole op
   const int64_t V = weight.size(0), C = weight.size(1);
   Tensor flat = ids.reshape({ids.numel()}).contiguous();
   const int64_t K = flat.numel();
@@ -169,6 +169,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 namespace {
 // out = value where mask != 0, x elsewhere. x: any strides/dtype; mask: any dtype, already expanded to x.
 Tensor masked_fill_kernel(const Tensor& x, const Tensor& mask, double value) {
+  if (on_device({x, mask}, "masked_fill"))
+    return device_kernels(x, "masked_fill").masked_fill(x, mask, value);
   Tensor out = empty(x.shape(), x.dtype());
   NG_DISPATCH_ALL(x.dtype(), "masked_fill", [&]<typename T>() {
     const T fill = from_double<T>(value);

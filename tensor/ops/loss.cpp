@@ -1,15 +1,26 @@
 // cross_entropy: forward and backward side by side. See loss.h for the contract.
 //
 // Why fused: computing log_softmax (N x V) and then picking one entry per row would write and read a whole
-// N x V tensor that the loss never needs. Fused, the forward keeps one number per row (lse_r), and the
-// backward recomputes the softmax from the logits and lse in one pass.
+// N x V tensor that the loss never needs. Fused, the forward keeps one number per row (lse_r) for the loss.
+//
+// When a gradient is wanted, the forward also writes it. The gradient of the mean loss is
+//   dx_{r,v} = (1/n) (softmax_{r,v} - [v == t_r]),
+// and softmax_{r,v} = exp(x_{r,v} - m_r) / s_r is made of exactly the exps the forward computes anyway
+// for lse_r = m_r + log s_r. Writing it there costs one rescaling pass over a row already in L1; doing it
+// in the backward instead would read the logits again and compute every exp a second time (that was the
+// old design: exp was two thirds of the time). The backward is then the chain rule's dout * dx, which
+// for the usual loss.backward() (dout = 1) is dx itself, handed over without a pass.
+// Memory: dx (N x V) is held from the forward to the backward in place of the logits, which the old
+// design saved for the same span; the peak is the same.
 #include "tensor/ops/loss.h"
 
 #include <cmath>
 #include <limits>
 
 #include "autograd/function.h"
+#include "tensor/device_kernels.h"
 #include "tensor/kernels/softmax_simd.h"
+#include "tensor/ops/elementwise.h"
 #include "tensor/parallel.h"
 
 namespace ng {
@@ -43,12 +54,62 @@ template <typename T>
 void logsumexp_rows(const T* x, T* lse, int64_t N, int64_t V) {
   if (V == 0) return;
   parallel_for(N, std::max<int64_t>(1, 4096 / V), [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r)
+    for (int64_t r = rb; r < re; ++r) {
       if (!simd::logsumexp_row(x + r * V, V, lse + r)) logsumexp_rows_reference(x + r * V, lse + r, 1, V);
+    }
   });
 }
 template void logsumexp_rows<float>(const float*, float*, int64_t, int64_t);
 template void logsumexp_rows<double>(const double*, double*, int64_t, int64_t);
+
+// ---- lse and the gradient rows at once: reference and fast -------------------------------------
+//   lse_r = log sum_v exp(x_{r,v});   g_{r,v} = scale (exp(x_{r,v} - lse_r) - [v == t_r]),
+//   g_{r,.} = 0 for an ignored row (t_r == ignore_index).
+template <typename T>
+void cross_entropy_rows_reference(const T* x, const int64_t* t, int64_t ignore_index, T scale, T* lse, T* g,
+                                  int64_t N, int64_t V) {
+  logsumexp_rows_reference(x, lse, N, V);
+  parallel_for(N, std::max<int64_t>(1, 4096 / std::max<int64_t>(V, 1)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* xr = x + r * V;
+      T* gr = g + r * V;
+      const bool ignored = t[r] == ignore_index;
+      for (int64_t v = 0; v < V; ++v) gr[v] = ignored ? T(0) : scale * std::exp(xr[v] - lse[r]);  // term 1
+      if (!ignored) gr[t[r]] -= scale;                                                            // term 2
+    }
+  });
+}
+template void cross_entropy_rows_reference<float>(const float*, const int64_t*, int64_t, float, float*,
+                                                  float*, int64_t, int64_t);
+template void cross_entropy_rows_reference<double>(const double*, const int64_t*, int64_t, double, double*,
+                                                   double*, int64_t, int64_t);
+
+// Fast: per row, the Highway kernel writes term 1 (scale * softmax) and lse in one go; a row with nan or
+// inf (the kernel declines it) goes through the reference, which lets nan through.
+template <typename T>
+void cross_entropy_rows(const T* x, const int64_t* t, int64_t ignore_index, T scale, T* lse, T* g, int64_t N,
+                        int64_t V) {
+  if (V == 0) return;
+  parallel_for(N, std::max<int64_t>(1, 4096 / V), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* xr = x + r * V;
+      T* gr = g + r * V;
+      if (t[r] == ignore_index) {
+        logsumexp_rows(xr, lse + r, 1, V);
+        std::fill(gr, gr + V, T(0));
+        continue;
+      }
+      if (!simd::scaled_softmax_row(xr, scale, gr, V, lse + r))
+        cross_entropy_rows_reference(xr, t + r, ignore_index, scale, lse + r, gr, 1, V);
+      else
+        gr[t[r]] -= scale;
+    }
+  });
+}
+template void cross_entropy_rows<float>(const float*, const int64_t*, int64_t, float, float*, float*, int64_t,
+                                        int64_t);
+template void cross_entropy_rows<double>(const double*, const int64_t*, int64_t, double, double*, double*,
+                                         int64_t, int64_t);
 
 namespace {
 
@@ -71,17 +132,17 @@ int64_t count_targets(const int64_t* t, int64_t N, int64_t V, int64_t ignore_ind
 // Backward: d loss / d x_{r,v} = (1/n) (softmax_{r,v} - [v == t_r])    for a counted row r,
 //                                0                                       for an ignored row,
 // because d lse_r / d x_{r,v} = exp(x_{r,v} - lse_r) = softmax_{r,v}, and d x_{r,t_r} / d x_{r,v} = [v ==
-// t_r]. With the upstream scalar dout:   dx_{r,v} = dout / n * (exp(x_{r,v} - lse_r) - [v == t_r]).
+// t_r]. With the upstream scalar dout:   dx_{r,v} = dout * (1/n) (exp(x_{r,v} - lse_r) - [v == t_r]).
 //
-// Saved for backward: the logits (version-checked) and lse (N numbers). The softmax is recomputed from
-// them rather than cached: caching it would keep an N x V tensor alive for the whole backward.
+// The forward computes dx for dout = 1 (see the top of this file for why); saved for backward: that dx
+// and nothing else. The backward multiplies by dout, or hands dx over as it is when dout = 1.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   const char* op = "cross_entropy";
   NG_CHECK(is_floating(logits.dtype()), op, "expected floating logits, got ", dtype_name(logits.dtype()));
   NG_CHECK(targets.dtype() == DType::i64, op, "expected i64 targets (class indices), got ",
            dtype_name(targets.dtype()));
-  NG_CHECK(logits.device().is_cpu() && targets.device().is_cpu(), op, "expected CPU tensors, got ",
-           logits.device().str(), " and ", targets.device().str());
+  if (on_device({logits, targets}, op))  // the whole op, fused on the device
+    return device_kernels(logits, op).cross_entropy(logits, targets, ignore_index);
   NG_CHECK(logits.dim() >= 1, op, "expected logits of shape (..., V), got a 0-d tensor");
   Shape want_t(logits.shape().begin(), logits.shape().end() - 1);
   NG_CHECK(targets.shape() == want_t, op, "targets have shape ", shape_str(targets.shape()), ", expected ",
@@ -103,13 +164,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const int64_t* pt = t.data<int64_t>();
   const int64_t n = count_targets(pt, N, V, ignore_index);
 
+  const bool want_grad = needs_grad({logits});
   Tensor lse = empty({N}, x.dtype());
   Tensor loss = empty({}, x.dtype());
+  Tensor dx;  // (N, V): d loss / d logits for dout = 1, written by the forward when a gradient is wanted
   NG_DISPATCH_FLOAT(x.dtype(), op, [&]<typename scalar_t>() {
     using T = scalar_t;
     const T* px = x.data<T>();
     T* pl = lse.data<T>();
-    logsumexp_rows(px, pl, N, V);
+    if (want_grad) {
+      dx = empty({N, V}, x.dtype());
+      const T scale = n > 0 ? T(1.0 / double(n)) : T(0);
+      cross_entropy_rows(px, pt, ignore_index, scale, pl, dx.data<T>(), N, V);
+    } else {
+      logsumexp_rows(px, pl, N, V);
+    }
     // Sum the per-row losses serially in row order (deterministic), in double.
     double total = 0;
     for (int64_t r = 0; r < N; ++r)
@@ -117,42 +186,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     loss.data<T>()[0] = n > 0 ? T(total / double(n)) : T(0);
   });
 
-  if (needs_grad({logits})) {
-    SavedTensor saved_x(x, op), saved_t(t, op);
+  if (want_grad) {
     Shape logits_shape = logits.shape();
-    attach(
-        loss, "CrossEntropyBackward", {logits},
-        [saved_x, saved_t, lse, n, N, V, ignore_index, logits_shape,
-         op](const Tensor& dout) -> std::vector<Tensor> {
-          Tensor xs = saved_x.unpack();
-          Tensor dx = empty({N, V}, xs.dtype());
-          NG_DISPATCH_FLOAT(xs.dtype(), op, [&]<typename scalar_t>() {
-            using T = scalar_t;
-            const T* px = xs.data<T>();
-            const T* pl = lse.data<T>();
-            const int64_t* pt = saved_t.unpack().data<int64_t>();
-            T* pd = dx.data<T>();
-            const T scale = n > 0 ? T(dout.item() / double(n)) : T(0);
-            parallel_for(
-                N, std::max<int64_t>(1, 4096 / std::max<int64_t>(V, 1)), [&](int64_t rb, int64_t re) {
-                  for (int64_t r = rb; r < re; ++r) {
-                    T* dr = pd + r * V;
-                    if (pt[r] == ignore_index) {
-                      std::fill(dr, dr + V, T(0));  // an ignored row gets no gradient
-                      continue;
-                    }
-                    // term 1: scale * softmax_{r,v} = scale * exp(x_{r,v} - lse_r)
-                    if (std::isfinite(pl[r]))
-                      simd::scaled_softmax_from_lse_row(px + r * V, pl[r], scale, dr, V);
-                    else  // nan or inf in the row: the scalar loop lets nan through (SIMD Exp maps nan to 0)
-                      for (int64_t v = 0; v < V; ++v) dr[v] = scale * std::exp(px[r * V + v] - pl[r]);
-                    // term 2: - scale at the target
-                    dr[pt[r]] -= scale;
-                  }
-                });
-          });
-          return {dx.reshape(logits_shape)};
-        });
+    attach(loss, "CrossEntropyBackward", {logits},
+           [dx, logits_shape](const Tensor& dout) -> std::vector<Tensor> {
+             // chain rule: dlogits = dout * dx. dout = 1 (loss.backward()): dx itself, no pass over it (the
+             // engine then lets the leaf adopt it without a copy once this node is released).
+             const double g = dout.item();
+             if (g == 1.0) return {dx.reshape(logits_shape)};
+             return {mul(dx, g).reshape(logits_shape)};
+           });
   }
   return loss;
 }

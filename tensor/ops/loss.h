@@ -24,5 +24,13 @@ template <typename T>
 void logsumexp_rows_reference(const T* x, T* lse, int64_t N, int64_t V);
 template <typename T>
 void logsumexp_rows(const T* x, T* lse, int64_t N, int64_t V);
+// The forward with its gradient: lse as above, and g_{r,v} = scale (softmax_{r,v} - [v == t_r]) (0 for
+// a row with t_r == ignore_index). cross_entropy calls it with scale = 1/n when a gradient is wanted.
+template <typename T>
+void cross_entropy_rows_reference(const T* x, const int64_t* t, int64_t ignore_index, T scale, T* lse, T* g,
+                                  int64_t N, int64_t V);
+template <typename T>
+void cross_entropy_rows(const T* x, const int64_t* t, int64_t ignore_index, T scale, T* lse, T* g, int64_t N,
+                        int64_t V);
 
 }  // namespace ng

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "autograd/function.h"
+#include "tensor/device_kernels.h"
 #include "tensor/kernels/gemm.h"
 #include "tensor/ops/elementwise.h"
 
@@ -98,7 +99,9 @@ Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, bool naive) {
 Tensor matmul_naive(const Tensor& a, const Tensor& b) { return matmul_impl(a, b, true); }
 
 // C = A @ B.   dA = dC @ B^T (summed over broadcast batch dims),   dB = A^T @ dC (likewise).
+// On a device the whole op (forward and backward) is the backend's (cuBLAS for CUDA).
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (on_device({a, b}, "matmul")) return device_kernels(a, "matmul").matmul(a, b);
   Tensor out = matmul_impl(a, b, false);
   if (needs_grad({a, b})) {
     bool need_a = a.requires_grad(), need_b = b.requires_grad();

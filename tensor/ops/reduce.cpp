@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "autograd/function.h"
+#include "tensor/device_kernels.h"
 #include "tensor/kernels/reduce_simd.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/parallel.h"
@@ -123,7 +124,8 @@ Tensor half_to_f32(const Tensor& x, F&& f) {
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return sum(x32, dims, keepdim); });
   Plan p = make_plan(x, dims, keepdim, "sum");
-  Tensor y = sum_kernel(x, p, 1.0, "sum");
+  Tensor y = on_device({x}, "sum") ? device_kernels(x, "sum").sum(x, dims, keepdim, false)
+                                   : sum_kernel(x, p, 1.0, "sum");
   if (needs_grad({x})) {
     Shape in_shape = x.shape(), kept = p.kept_shape;
     attach(y, "SumBackward", {x}, [in_shape, kept](const Tensor& dout) -> std::vector<Tensor> {
@@ -139,7 +141,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return mean(x32, dims, keepdim); });
   Plan p = make_plan(x, dims, keepdim, "mean");
   NG_CHECK(p.L > 0, "mean", "cannot take the mean of an empty set of values (shape ", shape_str(x.shape()), ")");
-  Tensor y = sum_kernel(x, p, 1.0 / double(p.L), "mean");
+  Tensor y = on_device({x}, "mean") ? device_kernels(x, "mean").sum(x, dims, keepdim, true)
+                                    : sum_kernel(x, p, 1.0 / double(p.L), "mean");
   if (needs_grad({x})) {
     Shape in_shape = x.shape(), kept = p.kept_shape;
     double inv = 1.0 / double(p.L);
@@ -158,6 +161,7 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
     return half_to_f32(x, [&](const Tensor& x32) { return var(x32, dims, unbiased, keepdim); });
   Plan p = make_plan(x, dims, keepdim, "var");
   double denom = double(p.L) - (unbiased ? 1.0 : 0.0);
+  check_cpu(x, "var");
   NG_CHECK(denom > 0, "var", "needs at least ", unbiased ? 2 : 1, " values per output (unbiased = ", unbiased,
            "), got ", p.L);
   Tensor rows = rows_view(x, p);
@@ -193,6 +197,7 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
 
 // Index of the first maximum along each row (nan counts as the maximum, as in PyTorch).
 static Tensor argmax_rows(const Tensor& x, const Plan& p, const char* op) {
+  check_cpu(x, op);
   Tensor rows = rows_view(x, p);
   Tensor idx = empty({p.rows}, DType::i64);
   NG_CHECK(p.L > 0, op, "cannot reduce an empty dim (shape ", shape_str(x.shape()), ")");

@@ -8,7 +8,9 @@
 #include <limits>
 
 #include "autograd/function.h"
+#include "tensor/device_kernels.h"
 #include "tensor/kernels/softmax_simd.h"
+#include "tensor/ops/index.h"
 #include "tensor/parallel.h"
 
 namespace ng {
@@ -52,13 +54,42 @@ template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t L, bool log) {
   if (L == 0) return;
   parallel_for(rows, std::max<int64_t>(1, 4096 / L), [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r)
+    for (int64_t r = rb; r < re; ++r) {
       if (!simd::softmax_row(x + r * L, y + r * L, L, log))
         softmax_rows_reference(x + r * L, y + r * L, 1, L, log);
+    }
   });
 }
 template void softmax_rows<float>(const float*, float*, int64_t, int64_t, bool);
 template void softmax_rows<double>(const double*, double*, int64_t, int64_t, bool);
+
+// Causal rows (see causal_softmax in softmax.h): row r is query t = r % L; its first t + 1 entries get
+// the softmax of those entries, the rest 0. Both versions reuse the row kernels above on the prefix.
+template <typename T>
+void causal_softmax_rows_reference(const T* x, T* y, int64_t rows, int64_t L) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t seen = r % L + 1;  // keys s <= t
+    softmax_rows_reference(x + r * L, y + r * L, 1, seen, false);
+    for (int64_t s = seen; s < L; ++s) y[r * L + s] = T(0);
+  }
+}
+template void causal_softmax_rows_reference<float>(const float*, float*, int64_t, int64_t);
+template void causal_softmax_rows_reference<double>(const double*, double*, int64_t, int64_t);
+
+template <typename T>
+void causal_softmax_rows(const T* x, T* y, int64_t rows, int64_t L) {
+  if (L == 0) return;
+  parallel_for(rows, std::max<int64_t>(1, 4096 / L), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const int64_t seen = r % L + 1;
+      if (!simd::softmax_row(x + r * L, y + r * L, seen, false))
+        softmax_rows_reference(x + r * L, y + r * L, 1, seen, false);
+      std::fill(y + r * L + seen, y + (r + 1) * L, T(0));
+    }
+  });
+}
+template void causal_softmax_rows<float>(const float*, float*, int64_t, int64_t);
+template void causal_softmax_rows<double>(const double*, double*, int64_t, int64_t);
 
 // Backward of rows, given y (the forward output) and dy. The reference loops:
 //   softmax:      dx_i = y_i (dy_i - sum_j dy_j y_j)
@@ -127,11 +158,14 @@ Tensor unrows(const Tensor& rows, const std::vector<int64_t>& perm) {
   return rows.permute(inverse_perm(perm)).contiguous();
 }
 
-Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
-  const char* op = log ? "log_softmax" : "softmax";
+Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log, bool causal = false) {
+  const char* op = causal ? "causal_softmax" : log ? "log_softmax" : "softmax";
   NG_CHECK(is_floating(x.dtype()), op, "expected a floating tensor, got ", dtype_name(x.dtype()));
-  NG_CHECK(x.device().is_cpu(), op, "expected a CPU tensor, got ", x.device().str());
-  if (is_half(x.dtype())) return softmax_impl(x.to(DType::f32), dim_in, log).to(x.dtype());
+  if (causal)
+    NG_CHECK(x.dim() >= 2 && x.size(-1) == x.size(-2), op,
+             "expected scores of shape (..., T, T) (queries x keys), got ", shape_str(x.shape()));
+  if (on_device({x}, op)) return device_kernels(x, op).softmax(x, dim_in, log);  // the whole op
+  if (is_half(x.dtype())) return softmax_impl(x.to(DType::f32), dim_in, log, causal).to(x.dtype());
   if (x.dim() == 0) return softmax_impl(x.reshape({1}), 0, log).reshape({});
 
   // x: (..., L, ...) with L = x.size(dim); viewed as rows x L.
@@ -143,7 +177,10 @@ Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
   Tensor xr = rows_of(x, perm);
   Tensor yr = empty(xr.shape(), x.dtype());
   NG_DISPATCH_FLOAT(x.dtype(), op, [&]<typename scalar_t>() {
-    softmax_rows(xr.data<scalar_t>(), yr.data<scalar_t>(), rows, L, log);
+    if (causal)
+      causal_softmax_rows(xr.data<scalar_t>(), yr.data<scalar_t>(), rows, L);
+    else
+      softmax_rows(xr.data<scalar_t>(), yr.data<scalar_t>(), rows, L, log);
   });
   Tensor y = unrows(yr, perm);
 
@@ -152,8 +189,12 @@ Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
     // Save a detached alias of y (same storage, so the version check still sees in-place writes): saving y
     // itself would make a reference cycle y -> SoftmaxBackward -> y, leaked when no backward runs.
     SavedTensor saved_y(y.detach(), op);
-    attach(y, log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x},
-           [saved_y, perm, rows, L, log, op](const Tensor& dout) -> std::vector<Tensor> {
+    // (causal_softmax: softmax's backward; y = 0 above the diagonal gives dx = 0 there.)
+    attach(y,
+           causal ? "CausalSoftmaxBackward"
+           : log  ? "LogSoftmaxBackward"
+                  : "SoftmaxBackward",
+           {x}, [saved_y, perm, rows, L, log, op](const Tensor& dout) -> std::vector<Tensor> {
              Tensor yr = rows_of(saved_y.unpack(), perm);
              Tensor gr = rows_of(dout, perm);
              Tensor dxr = empty(yr.shape(), yr.dtype());
@@ -180,6 +221,20 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 //   dy_i/dx_k = delta_ik - softmax_k, so dx_k = dy_k - softmax_k sum_i dy_i,   softmax_k = exp(y_k).
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_impl(x, dim, true);
+}
+
+// causal_softmax: softmax over the keys s <= t of each query t; see softmax.h.
+Tensor causal_softmax(const Tensor& x) {
+  if (x.defined() && !x.device().is_cpu() && x.dim() >= 2 && x.size(-1) == x.size(-2)) {
+    // No fused device kernel: the composition it stands for, with the mask built on x's device.
+    const int64_t T = x.size(-1);
+    std::vector<double> m(size_t(T * T), 0.0);  // m[t, s] = 1 where s > t
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t s = t + 1; s < T; ++s) m[size_t(t * T + s)] = 1.0;
+    Tensor mask = from_vector(m, Shape{T, T}, DType::f32).to(x.device());
+    return softmax(masked_fill(x, mask, -std::numeric_limits<double>::infinity()), -1);
+  }
+  return softmax_impl(x, -1, false, true);
 }
 
 }  // namespace ng

@@ -1,0 +1,587 @@
+// The device dispatch point (tensor/device_kernels.h), tested on a machine without a GPU.
+//
+// A "host device" stands in for CUDA: a DeviceKernels table whose tensors say Device::cuda(0) but live in
+// host memory, and whose kernels are the CPU ops run on zero-copy CPU aliases. Its storages hold the host
+// pointer plus kPoison (bit 62 set: not a valid address), so a CPU kernel that reads a device tensor without
+// going through the dispatch crashes the test instead of quietly working. With it, TinyLM's forward,
+// backward and Adam step for each of exp2's four configs run through every dispatch branch they need, and
+// are compared with the same model on the CPU.
+//
+// Also here: the errors (no backend, mixed devices, ops with no device kernel) and Module::to.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "normgrad.h"
+#include "optim/adam_kernel.h"
+#include "tensor/device_kernels.h"
+
+using ng::Device;
+using ng::DType;
+using ng::Tensor;
+
+namespace {
+
+template <typename F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const ng::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ---- the host device ----------------------------------------------------------------------------------
+constexpr uintptr_t kPoison = uintptr_t(1) << 62;
+const Device kDev = Device::cuda(0);
+std::set<std::string> g_used;  // which table entries ran
+
+// A host-device alias of a CPU tensor (same memory, same strides); the CPU storage is kept alive.
+Tensor as_dev(const Tensor& c) {
+  auto keep = c.impl().storage;
+  void* p = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(keep->data()) + kPoison);
+  auto impl = std::make_shared<ng::TensorImpl>();
+  impl->storage = std::make_shared<ng::Storage>(p, keep->nbytes(), kDev, [keep](void*) {});
+  impl->shape = c.shape();
+  impl->strides = c.strides();
+  impl->offset = c.offset();
+  impl->dtype = c.dtype();
+  return Tensor(impl);
+}
+
+// A CPU alias of a host-device tensor (detached: it has no autograd history).
+Tensor as_cpu(const Tensor& d) {
+  if (!d.defined()) return d;
+  EXPECT_TRUE(d.device() == kDev) << d.str();
+  auto keep = d.impl().storage;
+  void* p = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(keep->data()) - kPoison);
+  auto impl = std::make_shared<ng::TensorImpl>();
+  impl->storage = std::make_shared<ng::Storage>(p, keep->nbytes(), Device::cpu(), [keep](void*) {});
+  impl->shape = d.shape();
+  impl->strides = d.strides();
+  impl->offset = d.offset();
+  impl->dtype = d.dtype();
+  return Tensor(impl);
+}
+
+void* host_ptr(const Tensor& t) {
+  return t.device().is_cpu() ? t.raw_data() : as_cpu(t).raw_data();
+}
+
+Tensor dev_empty(const ng::Shape& s, DType dt, Device) {
+  g_used.insert("empty");
+  return as_dev(ng::empty(s, dt));
+}
+void dev_fill(const Tensor& t, double v) {
+  g_used.insert("fill");
+  as_cpu(t).fill_(v);
+}
+Tensor dev_copy(const Tensor& src, DType dt) {
+  g_used.insert("copy");
+  ng::NoGradGuard g;
+  Tensor c = as_cpu(src);
+  return as_dev(c.dtype() == dt ? c.clone() : c.to(dt));
+}
+void dev_copy_bytes(const Tensor& dst, const Tensor& src) {
+  g_used.insert("copy_bytes");
+  EXPECT_TRUE(dst.is_contiguous() && src.is_contiguous() && dst.numel() == src.numel());
+  std::memcpy(host_ptr(dst), host_ptr(src), size_t(dst.numel()) * ng::dtype_size(dst.dtype()));
+}
+Tensor dev_to_device(const Tensor& src, Device target) {
+  g_used.insert("to_device");
+  const Device from = src.device();
+  Tensor out;
+  {
+    ng::NoGradGuard g;
+    out = target.is_cpu() ? as_cpu(src).clone() : as_dev(src.detach().clone());
+  }
+  if (ng::is_floating(src.dtype()) && ng::needs_grad({src}))
+    ng::attach(out, "ToDeviceBackward", {src},
+               [from](const Tensor& dout) -> std::vector<Tensor> { return {dout.to(from)}; });
+  return out;
+}
+
+Tensor cpu_binary(ng::BinaryKind op, const Tensor& a, const Tensor& b) {
+  switch (op) {
+    case ng::BinaryKind::add:
+      return ng::add(a, b);
+    case ng::BinaryKind::sub:
+      return ng::sub(a, b);
+    case ng::BinaryKind::mul:
+      return ng::mul(a, b);
+    case ng::BinaryKind::div:
+      return ng::div(a, b);
+    case ng::BinaryKind::max:
+      return ng::maximum(a, b);
+    case ng::BinaryKind::min:
+      return ng::minimum(a, b);
+  }
+  return Tensor();
+}
+Tensor cpu_unary(ng::UnaryKind op, const Tensor& x, double p0, double p1) {
+  switch (op) {
+    case ng::UnaryKind::neg:
+      return ng::neg(x);
+    case ng::UnaryKind::exp:
+      return ng::exp(x);
+    case ng::UnaryKind::log:
+      return ng::log(x);
+    case ng::UnaryKind::sqrt:
+      return ng::sqrt(x);
+    case ng::UnaryKind::rsqrt:
+      return ng::rsqrt(x);
+    case ng::UnaryKind::abs:
+      return ng::abs(x);
+    case ng::UnaryKind::pow:
+      return ng::pow(x, p0);
+    case ng::UnaryKind::clamp:
+      return ng::clamp(x, p0, p1);
+    case ng::UnaryKind::square:
+      return ng::square(x);
+    case ng::UnaryKind::relu:
+      return ng::relu(x);
+    case ng::UnaryKind::gelu:
+      return ng::gelu(x);
+    case ng::UnaryKind::silu:
+      return ng::silu(x);
+    case ng::UnaryKind::sigmoid:
+      return ng::sigmoid(x);
+    case ng::UnaryKind::tanh:
+      return ng::tanh(x);
+  }
+  return Tensor();
+}
+
+Tensor dev_binary(ng::BinaryKind op, const Tensor& a, const Tensor& b) {
+  g_used.insert("binary");
+  ng::NoGradGuard g;
+  return as_dev(cpu_binary(op, as_cpu(a), as_cpu(b)));
+}
+Tensor dev_unary(ng::UnaryKind op, const Tensor& x, double p0, double p1) {
+  g_used.insert("unary");
+  ng::NoGradGuard g;
+  return as_dev(cpu_unary(op, as_cpu(x), p0, p1));
+}
+// dx = dout * op'(x): the CPU op's own backward, run on the aliases.
+Tensor dev_unary_backward(ng::UnaryKind op, const Tensor& x, const Tensor&, const Tensor& dout, double p0,
+                          double p1) {
+  g_used.insert("unary_backward");
+  ng::EnableGradGuard g;
+  Tensor xc = as_cpu(x);
+  xc.requires_grad_(true);
+  cpu_unary(op, xc, p0, p1).backward(as_cpu(dout));
+  return as_dev(xc.grad());
+}
+void dev_add_(const Tensor& self, const Tensor& other, double alpha) {
+  g_used.insert("add_");
+  Tensor s = as_cpu(self);
+  ng::add_(s, as_cpu(other), alpha);
+}
+void dev_mul_(const Tensor& self, double v) {
+  g_used.insert("mul_");
+  Tensor s = as_cpu(self);
+  ng::mul_(s, v);
+}
+Tensor dev_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool mean) {
+  g_used.insert("sum");
+  ng::NoGradGuard g;
+  return as_dev(mean ? ng::mean(as_cpu(x), dims, keepdim) : ng::sum(as_cpu(x), dims, keepdim));
+}
+// R(-angle) = rotation with the sines negated (exactly: -s is s with its sign bit flipped).
+Tensor dev_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, double sign) {
+  g_used.insert("rope");
+  ng::NoGradGuard g;
+  Tensor s = sign > 0 ? as_cpu(sin) : ng::neg(as_cpu(sin));
+  return as_dev(ng::apply_rope(as_cpu(x), as_cpu(cos), s));
+}
+Tensor dev_masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  g_used.insert("masked_fill");
+  ng::NoGradGuard g;
+  return as_dev(ng::masked_fill(as_cpu(x), as_cpu(mask), value));
+}
+
+// Whole ops: through differentiable copies to the CPU and back, so autograd records them.
+Tensor cpu_of(const Tensor& t) {
+  return t.defined() ? t.to(Device::cpu()) : t;
+}
+Tensor dev_matmul(const Tensor& a, const Tensor& b) {
+  g_used.insert("matmul");
+  return ng::matmul(cpu_of(a), cpu_of(b)).to(kDev);
+}
+Tensor dev_softmax(const Tensor& x, int64_t dim, bool log) {
+  g_used.insert("softmax");
+  return (log ? ng::log_softmax(cpu_of(x), dim) : ng::softmax(cpu_of(x), dim)).to(kDev);
+}
+Tensor dev_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  g_used.insert("cross_entropy");
+  return ng::cross_entropy(cpu_of(logits), cpu_of(targets), ignore_index).to(kDev);
+}
+Tensor dev_embedding(const Tensor& w, const Tensor& ids) {
+  g_used.insert("embedding");
+  return ng::embedding(cpu_of(w), cpu_of(ids)).to(kDev);
+}
+Tensor dev_layer_norm(const Tensor& x, const ng::Shape& ns, const Tensor& w, const Tensor& b, double eps) {
+  g_used.insert("layer_norm");
+  return ng::F::layer_norm(cpu_of(x), ns, cpu_of(w), cpu_of(b), eps).to(kDev);
+}
+Tensor dev_rms_norm(const Tensor& x, const Tensor& w, double eps) {
+  g_used.insert("rms_norm");
+  return ng::F::rms_norm(cpu_of(x), cpu_of(w), eps).to(kDev);
+}
+// The same scalars optim::Adam::step computes, then the CPU's fused update on the host memory.
+void dev_adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const ng::AdamHyper& h) {
+  g_used.insert("adam_step");
+  ng::optim::AdamScalars s;
+  s.one_minus_beta1 = 1.0 - h.beta1;
+  s.beta2 = h.beta2;
+  s.one_minus_beta2 = 1.0 - h.beta2;
+  s.eps = h.eps;
+  s.step_size = h.lr / (1.0 - std::pow(h.beta1, double(h.step)));
+  s.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, double(h.step)));
+  s.weight_decay = h.weight_decay;
+  s.decay = h.decoupled ? 1.0 - h.lr * h.weight_decay : 1.0;
+  s.coupled_wd = !h.decoupled && h.weight_decay != 0;
+  s.decoupled = h.decoupled;
+  ASSERT_EQ(p.dtype(), DType::f32);
+  ng::optim::adam_update<float>(as_cpu(p).data<float>(), as_cpu(g).data<float>(), as_cpu(m).data<float>(),
+                                as_cpu(v).data<float>(), p.numel(), s);
+}
+
+ng::DeviceKernels host_device_table() {
+  ng::DeviceKernels k;
+  k.name = "host-device";
+  k.empty = &dev_empty;
+  k.fill = &dev_fill;
+  k.copy = &dev_copy;
+  k.copy_bytes = &dev_copy_bytes;
+  k.to_device = &dev_to_device;
+  k.binary = &dev_binary;
+  k.unary = &dev_unary;
+  k.unary_backward = &dev_unary_backward;
+  k.add_ = &dev_add_;
+  k.mul_ = &dev_mul_;
+  k.sum = &dev_sum;
+  k.rope = &dev_rope;
+  k.masked_fill = &dev_masked_fill;
+  k.matmul = &dev_matmul;
+  k.softmax = &dev_softmax;
+  k.cross_entropy = &dev_cross_entropy;
+  k.embedding = &dev_embedding;
+  k.layer_norm = &dev_layer_norm;
+  k.rms_norm = &dev_rms_norm;
+  k.adam_step = &dev_adam;
+  return k;
+}
+
+// Installs a table (or none) for CUDA devices for the scope of a test, then puts the real one back.
+class KernelsScope {
+ public:
+  explicit KernelsScope(const ng::DeviceKernels* k) : previous_(ng::set_device_kernels(k)) {}
+  ~KernelsScope() { ng::set_device_kernels(previous_); }
+
+ private:
+  const ng::DeviceKernels* previous_;
+};
+
+const ng::DeviceKernels& host_device() {
+  static const ng::DeviceKernels table = host_device_table();
+  return table;
+}
+
+// A tensor that says cuda:0 and whose memory is poisoned: only the error paths may touch it.
+Tensor poisoned_cuda_tensor(const ng::Shape& shape) {
+  return as_dev(ng::zeros(shape));
+}
+
+// ---- exp2's four configs, small ---------------------------------------------------------------------------
+struct Exp2Case {
+  const char* name;
+  const char* position;
+  const char* norm;
+  double lr;
+};
+const Exp2Case kExp2[] = {{"NoNorm", "none", "layernorm", 1e-4},
+                          {"PostLN_LayerNorm", "post", "layernorm", 1e-4},
+                          {"PreLN_LayerNorm", "pre", "layernorm", 5e-4},
+                          {"PreLN_RMSNorm", "pre", "rmsnorm", 5e-4}};
+
+// exp2's model (examples/exp2_norm_comparison.cpp + LMTask::configure), at a test's size.
+ng::nn::TinyLMConfig exp2_config(const Exp2Case& c, bool shakespeare) {
+  ng::nn::TinyLMConfig m;
+  m.vocab_size = 29;
+  m.dim = 32;
+  m.n_layers = 2;
+  m.n_heads = 4;
+  m.ffn = "mlp";
+  m.seed = 5;
+  m.norm_position = c.position;
+  m.norm = c.norm;
+  m.final_norm = std::string(c.position) == "pre";
+  if (shakespeare) {
+    m.causal = true;
+    m.position = "rope";
+  } else {  // copy task: the lesson's original attention
+    m.causal = false;
+    m.attn_bias = true;
+    m.position = "none";
+  }
+  return m;
+}
+
+struct StepLog {
+  std::vector<double> losses, grad_norms;
+  std::vector<std::vector<float>> final_params;  // on the host
+};
+
+// exp2's inner loop (examples/common/lm_task.cpp train_lm): zero_grad, loss, backward, grad norm, Adam.
+StepLog train(const ng::nn::TinyLMConfig& cfg, double lr, Device device, int steps) {
+  ng::nn::TinyLM model(cfg);
+  model.to(device);
+  ng::optim::AdamOptions ao;
+  ao.lr = lr;
+  ng::optim::Adam opt(model.named_parameters(), ao);
+  std::vector<Tensor> params = model.parameters();
+  ng::Generator data(11);
+  StepLog log;
+  for (int s = 0; s < steps; ++s) {
+    Tensor tokens = ng::randint(0, cfg.vocab_size, {2, 8}, data);
+    Tensor targets = ng::randint(0, cfg.vocab_size, {2, 8}, data);
+    opt.zero_grad();
+    Tensor loss = model.loss(tokens.to(device), targets.to(device));
+    EXPECT_TRUE(loss.device() == device);
+    log.losses.push_back(loss.item());
+    loss.backward();
+    for (const Tensor& p : params) EXPECT_TRUE(p.grad().defined() && p.grad().device() == device);
+    log.grad_norms.push_back(ng::optim::grad_norm(params));
+    opt.step();
+  }
+  for (const Tensor& p : params) log.final_params.push_back(p.to(Device::cpu()).to_vector<float>());
+  return log;
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1e-12, std::abs(b[i])));
+  return worst;
+}
+
+}  // namespace
+
+// ---- the dispatch, through the host device
+// ------------------------------------------------------------------
+TEST(DeviceDispatch, Exp2ConfigsTrainOnTheDeviceLikeOnTheCpu) {
+  KernelsScope scope(&host_device());
+  for (bool shakespeare : {true, false})
+    for (const Exp2Case& c : kExp2) {
+      SCOPED_TRACE(std::string(c.name) + (shakespeare ? " shakespeare" : " copy"));
+      g_used.clear();
+      const ng::nn::TinyLMConfig cfg = exp2_config(c, shakespeare);
+      StepLog cpu = train(cfg, c.lr, Device::cpu(), 3);
+      EXPECT_TRUE(g_used.empty()) << "the CPU run went through the device table";
+      StepLog dev = train(cfg, c.lr, kDev, 3);
+      // The host device runs the CPU kernels on the same numbers in the same order: losses and parameters
+      // come out bitwise equal. The gradient norm is summed another way on the device (f64 either way).
+      EXPECT_EQ(dev.losses, cpu.losses);
+      EXPECT_LT(max_rel_diff(dev.grad_norms, cpu.grad_norms), 1e-12);
+      ASSERT_EQ(dev.final_params.size(), cpu.final_params.size());
+      double worst = 0;
+      for (size_t i = 0; i < cpu.final_params.size(); ++i)
+        for (size_t j = 0; j < cpu.final_params[i].size(); ++j)
+          worst = std::max(worst, double(std::abs(dev.final_params[i][j] - cpu.final_params[i][j])));
+      EXPECT_EQ(worst, 0.0);
+      std::printf("  %-17s %-11s loss rel diff %.2e, grad norm rel diff %.2e, param max diff %.2e\n", c.name,
+                  shakespeare ? "shakespeare" : "copy", max_rel_diff(dev.losses, cpu.losses),
+                  max_rel_diff(dev.grad_norms, cpu.grad_norms), worst);
+      EXPECT_GT(cpu.losses[0], 0.0);
+      EXPECT_NE(cpu.losses[0], cpu.losses[2]);  // the steps changed the model
+
+      // The entries this config needs (the walk through nn/ and optim/ in docs/cuda.md).
+      std::set<std::string> want = {"empty",         "fill",           "copy",     "to_device", "binary",
+                                    "unary",         "unary_backward", "sum",      "matmul",    "softmax",
+                                    "cross_entropy", "embedding",      "adam_step"};
+      if (std::string(c.position) != "none")
+        want.insert(std::string(c.norm) == "rmsnorm" ? "rms_norm" : "layer_norm");
+      if (shakespeare) want.insert({"rope", "masked_fill"});
+      for (const std::string& w : want) EXPECT_TRUE(g_used.count(w)) << w << " was not dispatched";
+    }
+}
+
+TEST(DeviceDispatch, AdamWAndClippingOnTheDevice) {
+  KernelsScope scope(&host_device());
+  ng::Generator gen(3);
+  Tensor w_cpu = ng::randn({4, 5}, gen);
+  Tensor g_cpu = ng::randn({4, 5}, gen);
+  Tensor w_dev = w_cpu.clone().to(kDev);
+  w_cpu.requires_grad_(true);
+  w_dev.requires_grad_(true);
+  w_cpu.set_grad(g_cpu.clone());
+  w_dev.set_grad(g_cpu.to(kDev));
+  ng::optim::AdamWOptions o;
+  o.lr = 0.1;
+  o.weight_decay = 0.5;
+  ng::optim::AdamW a_cpu({w_cpu}, o), a_dev({w_dev}, o);
+  const double n_cpu = ng::optim::clip_grad_norm_({w_cpu}, 1.0);
+  const double n_dev = ng::optim::clip_grad_norm_({w_dev}, 1.0);
+  EXPECT_NEAR(n_dev, n_cpu, 1e-5 * n_cpu);
+  a_cpu.step();
+  a_dev.step();
+  // The norm is summed in another order on the device (f64 both ways): equal up to rounding.
+  std::vector<float> a = w_dev.to(Device::cpu()).to_vector<float>(), b = w_cpu.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
+}
+
+// ---- errors -----------------------------------------------------------------------------------------------
+TEST(DeviceDispatch, NoBackendIsAClearErrorNamingTheOp) {
+  KernelsScope none(nullptr);
+  Tensor d = poisoned_cuda_tensor({2, 3});
+  const std::string tail = "got a tensor on cuda:0, but normgrad was built without the CUDA backend";
+  EXPECT_NE(error_of([&] { ng::exp(d); }).find("exp: " + tail), std::string::npos);
+  EXPECT_NE(error_of([&] { ng::add(d, d); }).find("add: " + tail), std::string::npos);
+  EXPECT_NE(error_of([&] { ng::sum(d); }).find("sum: " + tail), std::string::npos);
+  EXPECT_NE(error_of([&] { ng::matmul(d, d.t()); }).find("matmul: " + tail), std::string::npos);
+  EXPECT_NE(error_of([&] { ng::softmax(d, -1); }).find("softmax: " + tail), std::string::npos);
+  EXPECT_NE(error_of([&] { d.fill_(1.0); }).find("fill_: " + tail), std::string::npos);
+  EXPECT_NE(error_of([&] { ng::zeros({2}, DType::f32, kDev); }).find("empty: " + tail), std::string::npos);
+  std::string msg = error_of([&] { (void)poisoned_cuda_tensor({1}).item(); });
+  EXPECT_NE(
+      msg.find("to: cannot move a tensor from cuda:0 to cpu: normgrad was built without the CUDA backend"),
+      std::string::npos)
+      << msg;
+  msg = error_of([] { ng::ones({2}).to(kDev); });
+  EXPECT_NE(
+      msg.find("to: cannot move a tensor from cpu to cuda:0: normgrad was built without the CUDA backend"),
+      std::string::npos)
+      << msg;
+}
+
+TEST(DeviceDispatch, MixedDevicesNameBothDevices) {
+  KernelsScope scope(&host_device());
+  Tensor c = ng::ones({2, 4});
+  Tensor d = ng::ones({2, 4}).to(kDev);
+  std::string msg = error_of([&] { ng::sub(d, c); });
+  EXPECT_NE(msg.find("sub: expected both tensors on the same device, got cuda:0 and cpu"), std::string::npos)
+      << msg;
+  msg = error_of([&] { ng::F::layer_norm(d, {4}, ng::ones({4}), Tensor()); });
+  EXPECT_NE(msg.find("layer_norm: expected all tensors on the same device, got cuda:0 and cpu"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] { ng::embedding(d, ng::zeros({3}, DType::i64)); });
+  EXPECT_NE(msg.find("embedding: expected both tensors on the same device, got cuda:0 and cpu"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(DeviceDispatch, OpsWithoutADeviceKernelRefuseNamingTheDevice) {
+  KernelsScope scope(&host_device());
+  Tensor d = poisoned_cuda_tensor({3, 4});
+  std::string msg = error_of([&] { ng::var(d, {1}); });
+  EXPECT_NE(msg.find("var: this CPU kernel got a tensor on cuda:0"), std::string::npos) << msg;
+  msg = error_of([&] { ng::argmax(d, 1); });
+  EXPECT_NE(msg.find("argmax: this CPU kernel got a tensor on cuda:0"), std::string::npos) << msg;
+  msg = error_of([&] { ng::index_select(d, 0, ng::zeros({1}, DType::i64).to(kDev)); });
+  EXPECT_NE(msg.find("index_select: expected CPU tensors, got cuda:0 and cuda:0"), std::string::npos) << msg;
+  // maximum runs forward on the device; its backward (a CPU loop) refuses.
+  Tensor a = ng::ones({3}).to(kDev);
+  a.requires_grad_(true);
+  msg = error_of([&] { ng::sum(ng::maximum(a, a)).backward(); });
+  EXPECT_NE(msg.find("maximum: this CPU kernel got a tensor on cuda:0"), std::string::npos) << msg;
+}
+
+TEST(DeviceDispatch, CopyIntoADeviceTensor) {
+  KernelsScope scope(&host_device());
+  Tensor d = ng::zeros({2, 3}, DType::f32, kDev);
+  d.copy_(ng::tensor({1.0, 2.0, 3.0}));  // from the CPU, broadcast over rows
+  EXPECT_EQ(d.to(Device::cpu()).to_vector<float>(), (std::vector<float>{1, 2, 3, 1, 2, 3}));
+  Tensor back = ng::zeros({3, 2});
+  back.copy_(d.t());  // from the device into a CPU tensor
+  EXPECT_EQ(back.to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 3, 3}));
+  std::string msg = error_of([&] { d.t().copy_(ng::zeros({3, 2})); });
+  EXPECT_NE(msg.find("copy_: on cuda:0, expected a contiguous destination"), std::string::npos) << msg;
+}
+
+TEST(DeviceDispatch, TableRegistration) {
+  const ng::DeviceKernels* built_in = ng::cuda_kernels();
+#ifdef NORMGRAD_HAVE_CUDA
+  ASSERT_NE(built_in, nullptr);
+  EXPECT_STREQ(built_in->name, "cuda");
+  // Every slot of the CUDA table is filled.
+  for (const void* slot : {(const void*)built_in->empty,       (const void*)built_in->fill,
+                           (const void*)built_in->copy,        (const void*)built_in->copy_bytes,
+                           (const void*)built_in->to_device,   (const void*)built_in->binary,
+                           (const void*)built_in->unary,       (const void*)built_in->unary_backward,
+                           (const void*)built_in->add_,        (const void*)built_in->mul_,
+                           (const void*)built_in->sum,         (const void*)built_in->rope,
+                           (const void*)built_in->masked_fill, (const void*)built_in->matmul,
+                           (const void*)built_in->softmax,     (const void*)built_in->cross_entropy,
+                           (const void*)built_in->embedding,   (const void*)built_in->layer_norm,
+                           (const void*)built_in->rms_norm,    (const void*)built_in->adam_step})
+    EXPECT_NE(slot, nullptr);
+#else
+  EXPECT_EQ(built_in, nullptr);
+#endif
+  {
+    KernelsScope scope(&host_device());
+    EXPECT_EQ(ng::cuda_kernels(), &host_device());
+    EXPECT_EQ(&ng::device_kernels(kDev, "test"), &host_device());
+  }
+  EXPECT_EQ(ng::cuda_kernels(), built_in);
+  // CPU tensors never dispatch, whatever is registered.
+  EXPECT_FALSE(ng::on_device({ng::ones({1}), Tensor(), ng::ones({2})}, "test"));
+}
+
+// ---- Module::to -------------------------------------------------------------------------------------------
+TEST(ModuleTo, CpuToCpuKeepsEverything) {
+  ng::nn::TinyLMConfig cfg = exp2_config(kExp2[3], true);
+  cfg.tie_weights = true;
+  ng::nn::TinyLM model(cfg);
+  Tensor w = model.tok_emb->weight;
+  const void* data = w.raw_data();
+  const std::vector<float> before = w.to_vector<float>();
+  model.to(Device::cpu());
+  EXPECT_EQ(model.tok_emb->weight.raw_data(), data);  // not copied
+  EXPECT_EQ(model.tok_emb->weight.to_vector<float>(), before);
+  EXPECT_TRUE(model.tok_emb->weight.requires_grad());
+}
+
+TEST(ModuleTo, ToTheDeviceAndBackInPlace) {
+  KernelsScope scope(&host_device());
+  ng::nn::TinyLMConfig cfg = exp2_config(kExp2[2], true);
+  cfg.tie_weights = true;
+  ng::nn::TinyLM model(cfg);
+  ng::nn::NamedTensors params = model.named_parameters();
+  std::vector<std::vector<float>> before;
+  for (auto& [n, p] : params) before.push_back(p.to_vector<float>());
+  Tensor handle = model.tok_emb->weight;  // a handle taken before the move sees the moved data
+  handle.set_grad(ng::zeros(handle.shape()));
+  model.to(kDev);
+  EXPECT_TRUE(handle.device() == kDev);
+  EXPECT_FALSE(handle.grad().defined());  // dropped: it lived on the old device
+  for (auto& [n, p] : model.named_parameters()) {
+    EXPECT_TRUE(p.device() == kDev) << n;
+    EXPECT_TRUE(p.requires_grad()) << n;
+    EXPECT_TRUE(p.is_leaf()) << n;
+  }
+  model.to(Device::cpu());
+  size_t i = 0;
+  for (auto& [n, p] : model.named_parameters()) {
+    EXPECT_TRUE(p.device().is_cpu()) << n;
+    EXPECT_EQ(p.to_vector<float>(), before[i++]) << n;
+  }
+}
+
+TEST(ModuleTo, WithoutABackendIsAnError) {
+  KernelsScope none(nullptr);
+  ng::nn::Linear lin(3, 2);
+  std::string msg = error_of([&] { lin.to(kDev); });
+  EXPECT_NE(
+      msg.find("to: cannot move a tensor from cpu to cuda:0: normgrad was built without the CUDA backend"),
+      std::string::npos)
+      << msg;
+  EXPECT_TRUE(lin.weight.device().is_cpu());  // nothing moved
+}
