@@ -137,6 +137,73 @@ TEST(LayerNorm, LargeMeanSmallStdIsRightInF32) {
   EXPECT_NEAR(v / double(n), 1.0, 1e-3);
 }
 
+TEST(LayerNorm, LargeMeanSmallStdBackwardIsRightInF32) {
+  // The same hostile rows (mean 1e4, std 1e-2, f32) through the backward, against the whole backward done in
+  // f64 on the same f32 inputs. The backward must centre x as precisely as the forward: a mean rounded to f32
+  // is off by up to ulp(1e4)/2 ~ 5e-4, 5% of the std, which moves every xhat of the row by up to 0.05 and
+  // dweight by as much per row. (Centring with (x - saved mean) failed this test: dweight off by up to 3e-2
+  // of its scale, dx by 1e-3. Measuring the row's offset from the shift, as the backward does, gives ~1e-6.)
+  const int64_t rows = 8;
+  for (int64_t n : {1000, 1027}) {  // 1027: the SIMD tail too
+    Generator gen{uint64_t(n)};
+    Tensor x = randn({rows, n}, gen, DType::f32, 1e4, 1e-2);
+    Tensor w = randn({n}, gen, DType::f32, 1.0, 0.5), dy = randn({rows, n}, gen, DType::f32);
+    const double eps = 1e-8;
+
+    // f64 reference: dx = rstd (g - mean_g - xhat mean_gx), dweight = sum_rows dy xhat, dbias = sum_rows dy.
+    std::vector<double> xs = x.to_vector<double>(), ws = w.to_vector<double>(), dys = dy.to_vector<double>();
+    std::vector<double> dx_ref(xs.size()), dw_ref(size_t(n), 0.0), db_ref(size_t(n), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* xr = xs.data() + r * n;
+      const double* dyr = dys.data() + r * n;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < n; ++i) mean += xr[i];
+      mean /= double(n);
+      for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      const double rstd = 1.0 / std::sqrt(var / double(n) + eps);
+      double mean_g = 0, mean_gx = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double xhat = (xr[i] - mean) * rstd;
+        mean_g += dyr[i] * ws[i] / double(n);
+        mean_gx += dyr[i] * ws[i] * xhat / double(n);
+        dw_ref[i] += dyr[i] * xhat;
+        db_ref[i] += dyr[i];
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const double xhat = (xr[i] - mean) * rstd;
+        dx_ref[r * n + i] = rstd * (dyr[i] * ws[i] - mean_g - xhat * mean_gx);
+      }
+    }
+    // Worst error relative to the largest reference value (dx is ~rstd = 100 times dy).
+    auto rel_err = [](const Tensor& got, const std::vector<double>& want) {
+      std::vector<double> g = got.to_vector<double>();
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::abs(g[i] - want[i]));
+        scale = std::max(scale, std::abs(want[i]));
+      }
+      return worst / scale;
+    };
+
+    for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+      const std::string what =
+          std::string(impl == norms::Impl::fast ? "fast" : "reference") + " n=" + std::to_string(n);
+      auto s = norms::layer_norm_forward(x, n, w, Tensor(), eps, impl);
+      auto g = norms::layer_norm_backward(dy, x, s.mean, s.rstd, w, true, true, true, impl);
+      EXPECT_LT(rel_err(g.dx, dx_ref), 1e-5) << what;
+      EXPECT_LT(rel_err(g.dweight, dw_ref), 1e-5) << what;
+      EXPECT_LT(rel_err(g.dbias, db_ref), 1e-6) << what;
+    }
+    // And through the autograd op.
+    Tensor xl = x.detach().requires_grad_(), wl = w.detach().requires_grad_();
+    Tensor bl = zeros({n}).requires_grad_();
+    F::layer_norm(xl, {n}, wl, bl, eps).backward(dy);
+    EXPECT_LT(rel_err(xl.grad(), dx_ref), 1e-5) << "F::layer_norm n=" << n;
+    EXPECT_LT(rel_err(wl.grad(), dw_ref), 1e-5) << "F::layer_norm n=" << n;
+    EXPECT_LT(rel_err(bl.grad(), db_ref), 1e-6) << "F::layer_norm n=" << n;
+  }
+}
+
 TEST(LayerNorm, ConstantRowsAreGovernedByEps) {
   // var = 0: xhat = 0, so y = bias exactly, and rstd = 1/sqrt(eps).
   for (int64_t n : {1, 5, 19}) {
