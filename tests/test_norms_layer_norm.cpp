@@ -338,3 +338,68 @@ TEST(Norms, EachOpIsOneAutogradNodeWhoseEdgesAreTheInputs) {
     }
   }
 }
+
+TEST(Norms, MixedFloatDtypesAreAnErrorExceptHalfXWithF32Params) {
+  // The rule (nn/norms/norms.h): weight and bias have x's dtype, or f32 when x is f16/bf16. A norm never
+  // rounds a parameter silently.
+  Generator gen(12);
+  Tensor x32 = randn({4, 6, 2}, gen);
+  const std::string tail = "mixed float dtypes are not converted silently";
+  expect_error([&] { F::layer_norm(x32, {2}, ones({2}, DType::f64)); },
+               {"layer_norm: weight has dtype f64, expected f32 to match x (f32)", tail});
+  expect_error([&] { F::layer_norm(x32, {2}, ones({2}), zeros({2}, DType::f64)); },
+               {"layer_norm: bias has dtype f64, expected f32 to match x (f32)", tail});
+  expect_error([&] { F::rms_norm(x32.to(DType::f64), ones({2})); },
+               {"rms_norm: weight has dtype f32, expected f64 to match x (f64)", tail});
+  expect_error(
+      [&] { F::batch_norm(x32.to(DType::f16), Tensor(), Tensor(), ones({6}, DType::bf16), Tensor(), true); },
+      {"batch_norm: weight has dtype bf16, expected f16 or f32 to match x (f16)", tail});
+  expect_error([&] { F::group_norm(x32.to(DType::bf16), 3, ones({6}), zeros({6}, DType::f64)); },
+               {"group_norm: bias has dtype f64, expected bf16 or f32 to match x (bf16)", tail});
+  expect_error([&] { F::group_norm(x32, 3, ones({6}, DType::f16)); },
+               {"group_norm: weight has dtype f16, expected f32 to match x (f32)"});
+  // A module's parameters are f32 until the module is cast (nn::cast_), so an f64 input is refused.
+  nn::LayerNorm ln(2);
+  expect_error([&] { ln(x32.to(DType::f64)); }, {"layer_norm: weight has dtype f32, expected f64"});
+  nn::cast_(ln, DType::f64);
+  EXPECT_EQ(ln(x32.to(DType::f64)).dtype(), DType::f64);
+
+  // Allowed: f16/bf16 x with f32 parameters, or with parameters in x's own dtype. The kernels compute in
+  // f32 either way, so the two give bitwise the same output; each gradient comes back in its parameter's
+  // dtype.
+  for (DType half : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(half));
+    Tensor xh = x32.to(half);
+    Tensor w6 = randn({6}, gen).to(half), b6 = randn({6}, gen).to(half), w2 = randn({2}, gen).to(half);
+    struct Run {
+      const char* name;
+      std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> fn;
+      Tensor w, b;
+    };
+    std::vector<Run> runs = {
+        {"layer_norm", [](auto& x, auto& w, auto&) { return F::layer_norm(x, {2}, w); }, w2, Tensor()},
+        {"rms_norm", [](auto& x, auto& w, auto&) { return F::rms_norm(x, w); }, w2, Tensor()},
+        {"batch_norm",
+         [](auto& x, auto& w, auto& b) { return F::batch_norm(x, Tensor(), Tensor(), w, b, true); }, w6, b6},
+        {"group_norm", [](auto& x, auto& w, auto& b) { return F::group_norm(x, 3, w, b); }, w6, b6},
+    };
+    for (const Run& r : runs) {
+      Tensor w_own = r.w.detach().requires_grad_();
+      Tensor w_f32 = r.w.to(DType::f32).requires_grad_();
+      Tensor b_own = r.b.defined() ? r.b.detach().requires_grad_() : Tensor();
+      Tensor b_f32 = r.b.defined() ? r.b.to(DType::f32).requires_grad_() : Tensor();
+      Tensor y_own = r.fn(xh, w_own, b_own), y_f32 = r.fn(xh, w_f32, b_f32);
+      EXPECT_EQ(y_own.dtype(), half) << r.name;
+      EXPECT_TRUE(bitwise_equal(y_own, y_f32)) << r.name;
+      Tensor dy = randn(xh.shape(), gen).to(half);
+      y_own.backward(dy);
+      y_f32.backward(dy);
+      EXPECT_EQ(w_own.grad().dtype(), half) << r.name;
+      EXPECT_EQ(w_f32.grad().dtype(), DType::f32) << r.name;
+      EXPECT_TRUE(bitwise_equal(w_own.grad(), w_f32.grad().to(half))) << r.name;
+      if (b_own.defined()) {
+        EXPECT_EQ(b_own.grad().dtype(), half) << r.name;
+      }
+    }
+  }
+}

@@ -679,6 +679,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Shape cshape{C};
   norms::check_affine(weight, "weight", cshape, x, "the channel dimension", op);
   norms::check_affine(bias, "bias", cshape, x, "the channel dimension", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
   norms::check_affine(running_mean, "running_mean", cshape, x, "the channel dimension", op);
   norms::check_affine(running_var, "running_var", cshape, x, "the channel dimension", op);
   NG_CHECK(running_mean.defined() == running_var.defined(), op,

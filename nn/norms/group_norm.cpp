@@ -703,6 +703,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
            ", got x ", shape_str(x.shape()));
   norms::check_affine(weight, "weight", Shape{C}, x, "the channel dimension", op);
   norms::check_affine(bias, "bias", Shape{C}, x, "the channel dimension", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
 
   // x: (N, C, S) once contiguous; weight, bias: (C) in the compute dtype.
   const DType acc = compute_dtype(x.dtype());

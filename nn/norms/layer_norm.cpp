@@ -459,6 +459,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            " dimension(s) of x ", shape_str(x.shape()));
   norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
   norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
   if (on_device({x, weight, bias}, op))  // the backend's whole op (cuda/norms.h for CUDA)
     return device_kernels(x, op).layer_norm(x, normalized_shape, weight, bias, eps);
 
