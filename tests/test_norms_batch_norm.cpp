@@ -198,6 +198,25 @@ TEST(BatchNorm, GradcheckNonContiguousAndBehindMatmul) {
       {a, W, w, b}, "batch_norm(a @ W)");
 }
 
+TEST(BatchNorm, GradcheckBehindLinear) {
+  // Training mode with track_running_stats = false: batch statistics and no buffers, so the many forward
+  // passes of gradcheck change no state (with running stats they would drift, see the test above).
+  nn::BatchNorm1d bn(6, 1e-5, 0.1, /*affine=*/true, /*track_running_stats=*/false);
+  ASSERT_TRUE(bn.is_training());
+  expect_gradcheck_behind_linear(
+      bn, {5, 4}, 6, [](const Tensor& h) { return h; }, 78, "BatchNorm1d(Linear)");
+  // (N, L, 4) -> Linear -> (N, L, 6) -> transposed to (N, 6, L)
+  nn::BatchNorm1d bn3(6, 1e-5, 0.1, true, false);
+  expect_gradcheck_behind_linear(
+      bn3, {2, 3, 4}, 6, [](const Tensor& h) { return h.transpose(1, 2); }, 79,
+      "BatchNorm1d(Linear) (N, C, L)");
+  // eval mode with running statistics (not updated in eval)
+  nn::BatchNorm1d bn_eval(6);
+  bn_eval.eval();
+  expect_gradcheck_behind_linear(
+      bn_eval, {5, 4}, 6, [](const Tensor& h) { return h; }, 80, "BatchNorm1d eval (Linear)");
+}
+
 TEST(BatchNorm, MeanTermDoesNotVanishForDx) {
   // sum_i (x_i - mean) = 0 kills ONE part of dL/dmean, not dL/dmean itself. A dx that drops the whole mean
   // path (dx = r (g - xhat mean(g xhat))) is wrong; ours matches finite differences.

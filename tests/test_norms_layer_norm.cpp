@@ -80,6 +80,16 @@ TEST(LayerNorm, GradcheckBehindMatmul) {
       {a, W, w, b}, "layer_norm(a @ W)");
 }
 
+TEST(LayerNorm, GradcheckBehindLinear) {
+  // (B, T, 5) -> Linear -> (B, T, 6) -> LayerNorm over 6, and over the last two dims (T, C) as well.
+  nn::LayerNorm ln(6);
+  expect_gradcheck_behind_linear(
+      ln, {2, 3, 5}, 6, [](const Tensor& h) { return h; }, 35, "LayerNorm(Linear)");
+  nn::LayerNorm ln2(Shape{3, 6});
+  expect_gradcheck_behind_linear(
+      ln2, {2, 3, 5}, 6, [](const Tensor& h) { return h; }, 36, "LayerNorm (3, 6) (Linear)");
+}
+
 TEST(LayerNorm, FastMatchesReferenceOnEveryTarget) {
   const int targets = for_each_target([&] {
     // Odd lengths exercise the SIMD tails; 1 is the degenerate row.
@@ -304,7 +314,15 @@ TEST(LayerNorm, ModuleParametersAndForward) {
   sum(mul(y, y)).backward();
   ASSERT_TRUE(ln.weight.grad().defined());
   ASSERT_TRUE(ln.bias.grad().defined());
-  // sum(y^2) with y = xhat * w + b: dL/db_i = sum_rows 2 y_i
+  // sum(y^2) with y = xhat * w + b: dL/db_i = sum_rows 2 y_i, and dL/dw_i = sum_rows 2 y_i xhat_i, where
+  // xhat = y at init (w = 1, b = 0). Rows are the 2 samples; i runs over the (3, 4) features.
+  std::vector<double> yv = y.to_vector<double>(), db = ln.bias.grad().to_vector<double>(),
+                      dw = ln.weight.grad().to_vector<double>();
+  ASSERT_EQ(db.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_NEAR(db[i], 2 * (yv[i] + yv[12 + i]), 1e-5) << i;
+    EXPECT_NEAR(dw[i], 2 * (yv[i] * yv[i] + yv[12 + i] * yv[12 + i]), 1e-5) << i;
+  }
   nn::LayerNorm no_affine(4, 1e-5, false);
   EXPECT_EQ(no_affine.parameters().size(), 0u);
   nn::LayerNorm no_bias(4, 1e-5, true, false);
