@@ -5,8 +5,10 @@
 #include <cmath>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 namespace {
 
@@ -39,29 +41,42 @@ void gradcheck_module(nn::Module& m, const Shape& x_shape, const std::string& wh
 }  // namespace
 
 TEST(FFN, HiddenSizes) {
-  // MiniMind: 64 * ceil(int(8C/3) / 64)
-  EXPECT_EQ(nn::swiglu_hidden_size(512), 1408);
-  EXPECT_EQ(nn::swiglu_hidden_size(768), 2048);
-  EXPECT_EQ(nn::swiglu_hidden_size(64), 192);
+  // The default (issue 4's MiniMind rule): 64 * ceil(C * pi / 64).
+  EXPECT_EQ(nn::swiglu_hidden_size(512), 1664);  // 1608.5 -> 26 * 64
+  EXPECT_EQ(nn::swiglu_hidden_size(256), 832);   // 804.2 -> 13 * 64
+  EXPECT_EQ(nn::swiglu_hidden_size(64), 256);    // 201.1 -> 4 * 64
   EXPECT_EQ(nn::swiglu_hidden_size(8), 64);
-  // The issue's pi rule: 64 * ceil(C * pi / 64).
-  EXPECT_EQ(nn::swiglu_hidden_size_pi(512), 1664);
-  EXPECT_EQ(nn::swiglu_hidden_size_pi(256), 832);
-  nn::FFNConfig pi_cfg;
-  pi_cfg.dim = 256;
-  pi_cfg.kind = "swiglu";
-  pi_cfg.sizing = "pi";
-  EXPECT_EQ(pi_cfg.hidden_size(), 832);
-  pi_cfg.sizing = "bogus";
-  EXPECT_THROW(pi_cfg.hidden_size(), Error);
+  // The older MiniMind rule: 64 * ceil(int(8C/3) / 64).
+  EXPECT_EQ(nn::swiglu_hidden_size_8_3(512), 1408);
+  EXPECT_EQ(nn::swiglu_hidden_size_8_3(768), 2048);
+  EXPECT_EQ(nn::swiglu_hidden_size_8_3(64), 192);
+  EXPECT_EQ(nn::swiglu_hidden_size_8_3(8), 64);
+  nn::FFNConfig cfg;
+  cfg.dim = 256;
+  cfg.kind = "swiglu";
+  EXPECT_EQ(cfg.sizing, "pi");
+  EXPECT_EQ(cfg.hidden_size(), 832);
+  cfg.sizing = "8/3";
+  EXPECT_EQ(cfg.hidden_size(), 704);  // int(682.67) = 682 -> 11 * 64
+  cfg.hidden = 100;
+  EXPECT_EQ(cfg.hidden_size(), 100);  // an explicit size wins
+  cfg.hidden = 0;
+  cfg.sizing = "bogus";
+  expect_error([&] { cfg.hidden_size(); }, {"FeedForward: sizing must be \"pi\" or \"8/3\", got \"bogus\""});
   nn::FFNConfig mlp;
   mlp.dim = 10;
   EXPECT_EQ(mlp.hidden_size(), 40);
-  nn::FeedForward swiglu(nn::FFNConfig{.dim = 64, .kind = "swiglu"});
-  EXPECT_EQ(swiglu.gate_proj->weight.shape(), (Shape{192, 64}));
+  nn::FeedForward swiglu(nn::FFNConfig{.dim = 64, .kind = "swiglu"});  // the default: the pi rule
+  EXPECT_EQ(swiglu.gate_proj->weight.shape(), (Shape{256, 64}));
+  EXPECT_EQ(swiglu.down_proj->weight.shape(), (Shape{64, 256}));
+  EXPECT_FALSE(swiglu.gate_proj->bias.defined());
+  EXPECT_FALSE(swiglu.up_proj->bias.defined());
   EXPECT_FALSE(swiglu.down_proj->bias.defined());
-  EXPECT_EQ(swiglu.num_parameters(), 3 * 192 * 64);
-  EXPECT_THROW(nn::FeedForward(nn::FFNConfig{.dim = 4, .kind = "moe"}), Error);
+  EXPECT_EQ(swiglu.num_parameters(), 3 * 256 * 64);
+  nn::FeedForward swiglu83(nn::FFNConfig{.dim = 64, .kind = "swiglu", .sizing = "8/3"});
+  EXPECT_EQ(swiglu83.num_parameters(), 3 * 192 * 64);
+  expect_error([] { nn::FeedForward(nn::FFNConfig{.dim = 4, .kind = "moe"}); },
+               {"FeedForward: unknown kind 'moe', expected mlp or swiglu"});
 }
 
 TEST(FFN, SwiGLUMatchesFormulaAndGradchecks) {
