@@ -2,6 +2,7 @@
 // each whole block with respect to its input and every parameter.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "normgrad.h"
@@ -149,6 +150,51 @@ TEST(Block, DeepNormConstantsAndInit) {
   EXPECT_TRUE(scaled(deep.ffn->fc1->weight, pre.ffn->fc1->weight, beta));
   EXPECT_TRUE(scaled(deep.ffn->fc2->bias, pre.ffn->fc2->bias, beta));
   EXPECT_FALSE(scaled(deep.attn->v_proj->weight, pre.attn->v_proj->weight, 1.0));
+}
+
+TEST(Block, DeepNormForwardAppliesAlphaAndInitIsScaledByBeta) {
+  // N = 6 layers: alpha = (2N)^(1/4) = 12^(1/4), beta = (8N)^(-1/4) = 48^(-1/4), written out here rather than
+  // taken from the config, so a wrong formula there fails.
+  const double alpha = std::sqrt(std::sqrt(12.0)), beta = 1.0 / std::sqrt(std::sqrt(48.0));
+  nn::BlockConfig c = small_block("deepnorm", "layernorm");
+  c.attn.dim = c.ffn.dim = 64;
+  c.attn.n_heads = 4;
+  c.ffn.hidden = 256;
+  c.n_layers = 6;
+  Generator g(11);
+  nn::Block b(c, g);
+
+  // Init: every Linear is U(-k, k) with k = 1/sqrt(fan_in), times beta for v_proj, o_proj and the FFN. For
+  // U(-k, k): mean 0 (standard error k / sqrt(3 n)), variance k^2 / 3, and max |w| just under k.
+  auto expect_uniform = [](const Tensor& w, double k, const std::string& what) {
+    std::vector<double> v = w.to_vector<double>();
+    const double n = double(v.size());
+    double sum = 0, sum_sq = 0, max_abs = 0;
+    for (double e : v) sum += e, sum_sq += e * e, max_abs = std::max(max_abs, std::abs(e));
+    const double mean = sum / n, var = sum_sq / n - mean * mean;
+    EXPECT_NEAR(mean, 0.0, 4 * k / std::sqrt(3 * n)) << what;
+    EXPECT_NEAR(var / (k * k / 3), 1.0, 0.06) << what;  // 4096+ draws: the ratio's std is ~0.014
+    EXPECT_LE(max_abs, k) << what;
+    EXPECT_GT(max_abs, 0.99 * k) << what;
+  };
+  const double k64 = 1 / std::sqrt(64.0), k256 = 1 / std::sqrt(256.0);
+  expect_uniform(b.attn->q_proj->weight, k64, "q_proj (not scaled)");
+  expect_uniform(b.attn->k_proj->weight, k64, "k_proj (not scaled)");
+  expect_uniform(b.attn->v_proj->weight, beta * k64, "v_proj");
+  expect_uniform(b.attn->o_proj->weight, beta * k64, "o_proj");
+  expect_uniform(b.ffn->fc1->weight, beta * k64, "ffn fc1");
+  expect_uniform(b.ffn->fc2->weight, beta * k256, "ffn fc2");
+
+  // Forward: x -> norm1(alpha x + attn(x)) -> norm2(alpha h + ffn(h)), from the block's own sublayers.
+  Tensor x = randn({2, 5, 64}, g);
+  Tensor h = b.norm1->forward(x * alpha + b.attn->forward(x));
+  Tensor want = b.norm2->forward(h * alpha + b.ffn->forward(h));
+  Tensor y = b(x);
+  EXPECT_LE(ng::testing::max_abs_diff(y, want), 1e-6);
+  // alpha matters: the same sublayers without it give another output.
+  Tensor h1 = b.norm1->forward(x + b.attn->forward(x));
+  Tensor without = b.norm2->forward(h1 + b.ffn->forward(h1));
+  EXPECT_GT(ng::testing::max_abs_diff(y, without), 1e-2);
 }
 
 TEST(Block, VariantsComputeWhatTheySay) {
