@@ -7,8 +7,10 @@
 #include <tuple>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 namespace {
 
@@ -199,8 +201,10 @@ TEST(Attention, NamesAndErrors) {
     EXPECT_NE(std::string(e.what()).find("n_heads 4 must be a multiple of n_kv_heads 3"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(nn::CausalSelfAttention(config(10, 4, 0, true, false, false, false)), Error);
-  EXPECT_THROW(nn::CausalSelfAttention(config(12, 4, 0, true, true, false, false)), Error);  // HS 3 with RoPE
+  expect_error([] { nn::CausalSelfAttention(config(10, 4, 0, true, false, false, false)); },
+               {"CausalSelfAttention: dim 10 must be a positive multiple of n_heads 4"});
+  expect_error([] { nn::CausalSelfAttention(config(12, 4, 0, true, true, false, false)); },
+               {"CausalSelfAttention: RoPE needs an even head size, got 3"});
   try {
     a(zeros({2, 3, 6}));
     FAIL();

@@ -226,5 +226,6 @@ TEST(Block, VariantsComputeWhatTheySay) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown norm_position 'sandwich'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(nn::Block(small_block("pre", "batchnorm")), Error);
+  expect_error([] { nn::Block(small_block("pre", "batchnorm")); },
+               {"make_norm: unknown norm 'batchnorm', expected layernorm or rmsnorm"});
 }

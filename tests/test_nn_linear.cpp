@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 TEST(Linear, InitStatisticsMatchKaimingUniformA5) {
   // PyTorch's default: weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
@@ -104,8 +106,13 @@ TEST(Linear, ErrorsNameShapes) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(nn::Linear(0, 3), Error);
-  EXPECT_THROW(F::linear(zeros({2, 4}), zeros({3, 4}), zeros({4})), Error);
+  expect_error([] { nn::Linear(0, 3); },
+               {"Linear: expected positive in_features and out_features, got 0 and 3"});
+  expect_error(
+      [] {
+        F::linear(zeros({2, 4}), zeros({3, 4}), zeros({4}));
+      },
+      {"linear: bias has shape (4), expected (3) to match weight (3, 4)"});
 }
 
 TEST(Activations, ModulesMatchOps) {
