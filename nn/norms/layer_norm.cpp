@@ -24,6 +24,9 @@
 // This file is compiled once per SIMD target (Highway dynamic dispatch, see
 // tensor/kernels/elementwise_simd.cpp): the parts inside `#if HWY_ONCE` are compiled once, the Highway
 // kernels once per target.
+#include <cmath>
+#include <limits>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "nn/norms/layer_norm.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -228,9 +231,17 @@ void layer_norm_backward_reference(const T* dy, const T* x, const A* w, const A*
 }  // namespace ng::norms
 #endif  // HWY_ONCE
 
-// The fast backward. Per row two passes (the row is in cache for the second), with s = the saved mean:
-//   pass 1: sum_c = sum (x - s), sum_g = sum g, sum_gc = sum g (x - s)   (vector accumulators)
-//   pass 2: xhat = ((x - s) - d) * rstd; this chunk's dweight, dbias partial rows += dy*xhat, dy;
+// The fast backward. Per row two passes (the row is in cache for the second), with s = the saved mean and
+// c = x - s. The order differs from the reference loop's in one place, for speed: the dweight, dbias partial
+// rows are updated in pass 1, where the row streams in from memory and the extra loads and stores cost
+// nothing, rather than in pass 2, where they would slow the dx loop by ~25% (measured, 1 thread, 4096 x 1024
+// and 1024 x 4096 f32). But pass 1 does not know d yet, so it adds dy * (c * rstd), and a loop of its own
+// adds the rest, dy * (-d * rstd) (dy * xhat = dy * (c * rstd) + dy * (-d * rstd)), only for a row whose |d *
+// rstd| > eps/2 (half an ulp of 1 in the compute type); below that, xhat would move by less than its own
+// rounding. An ordinary row (|mean| not far above its std) stays below; a row with mean 1e4 and std 1e-2 in
+// f32 does not.
+//   pass 1: sum_c = sum c, sum_g = sum g, sum_gc = sum g c;   dweight += dy * (c * rstd), dbias += dy
+//   pass 2: [dweight += dy * (-d * rstd)];  xhat = fma(c, rstd, -d * rstd);
 //           dx = fma(g, rstd, fma(xhat, -rstd * mean_gx, -rstd * mean_g))
 //                    term 1         term 3              term 2
 HWY_BEFORE_NAMESPACE();
@@ -254,61 +265,69 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   for (int64_t r = r0; r < r1; ++r) {
     const T* HWY_RESTRICT xr = x + r * n;
     const T* HWY_RESTRICT dyr = dy + r * n;
+    const A rs = rstd[r];
     const auto vs = hn::Set(d, mean[r]);  // the shift s
-    const auto vrs = hn::Set(d, rstd[r]);
-    // The tails are zero-padded: there dy = 0, so g, g * c, dy * xhat and dy add nothing; x - s is not
+    const auto vrs = hn::Set(d, rs);
+    // The tails are zero-padded: there dy = 0, so g, g * c, dy * anything and dy add nothing; c = -s is not
     // zero there, so sum_c masks it.
     const Tail<D, T> x_tail(xr + n_main, rest), dy_tail(dyr + n_main, rest);
 
     // pass 1
     auto sum_c = hn::Zero(d), sum_g = hn::Zero(d), sum_gc = hn::Zero(d);
-    auto step1 = [&](hn::Vec<D> c, hn::Vec<D> dyv, hn::Vec<D> wv) {
+    auto step1 = [&](hn::Vec<D> c, hn::Vec<D> dyv, hn::Vec<D> wv, int64_t i, size_t count) {
       const auto g = hn::Mul(dyv, wv);
       sum_c = hn::Add(sum_c, c);
       sum_g = hn::Add(sum_g, g);
       sum_gc = hn::MulAdd(g, c, sum_gc);
+      const auto cr = hn::Mul(c, vrs);
+      if (count == size_t(L)) {
+        if (dw_part) hn::StoreU(hn::MulAdd(dyv, cr, hn::LoadU(d, dw_part + i)), d, dw_part + i);
+        if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + i)), d, db_part + i);
+      } else {
+        if (dw_part) StoreTailA(d, hn::MulAdd(dyv, cr, LoadTailA(d, dw_part + i, count)), dw_part + i, count);
+        if (db_part) StoreTailA(d, hn::Add(dyv, LoadTailA(d, db_part + i, count)), db_part + i, count);
+      }
     };
     for (int64_t i = 0; i < n_main; i += L) {
       PrefetchAhead(xr + i, x_end);  // the rows come from memory: a page ahead
       PrefetchAhead(dyr + i, dy_end);
-      step1(hn::Sub(LoadAs(d, xr + i), vs), LoadAs(d, dyr + i), hn::LoadU(d, w + i));
+      step1(hn::Sub(LoadAs(d, xr + i), vs), LoadAs(d, dyr + i), hn::LoadU(d, w + i), i, size_t(L));
     }
     if (rest)
       step1(hn::IfThenElseZero(tail_mask, hn::Sub(x_tail.load(d), vs)), dy_tail.load(d),
-            LoadTailA(d, w + n_main, rest));
+            LoadTailA(d, w + n_main, rest), n_main, rest);
 
-    // pass 2
-    const A rs = rstd[r];
-    const A dmean = ReduceSum(d, sum_c) / A(n);  // mean - s
+    // between the passes: the row's offset d = mean - s, and the two means dx needs
+    const A dmean = ReduceSum(d, sum_c) / A(n);
     const A mean_g = ReduceSum(d, sum_g) / A(n);
     const A mean_gx = rs * (ReduceSum(d, sum_gc) / A(n) - dmean * mean_g);
-    const auto vd = hn::Set(d, dmean);
+    const auto vdr = hn::Set(d, -dmean * rs);     // -d * rstd: xhat = c * rstd - d * rstd
     const auto term2 = hn::Set(d, -rs * mean_g);  // term 2: through the mean
     const auto k3 = hn::Set(d, -rs * mean_gx);    // term 3: xhat * k3, through the variance
-    T* HWY_RESTRICT dxr = dx ? dx + r * n : nullptr;
-    auto step2 = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv, int64_t i, size_t count) {
-      const auto xhat = hn::Mul(hn::Sub(hn::Sub(xv, vs), vd), vrs);
-      if (count == size_t(L)) {
-        if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + i)), d, dw_part + i);
-        if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + i)), d, db_part + i);
-      } else {
-        if (dw_part)
-          StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, dw_part + i, count)), dw_part + i, count);
-        if (db_part) StoreTailA(d, hn::Add(dyv, LoadTailA(d, db_part + i, count)), db_part + i, count);
-      }
-      if (!dxr) return;
+    const bool fix_dw = dw_part && std::abs(dmean * rs) > std::numeric_limits<A>::epsilon() / 2;
+
+    // pass 2 (and, for a row that needs it, dweight's second part in a loop of its own, so that the dx loop
+    // of an ordinary row is as short as it can be)
+    if (fix_dw) {
+      for (int64_t i = 0; i < n_main; i += L)
+        hn::StoreU(hn::MulAdd(LoadAs(d, dyr + i), vdr, hn::LoadU(d, dw_part + i)), d, dw_part + i);
+      if (rest)
+        StoreTailA(d, hn::MulAdd(dy_tail.load(d), vdr, LoadTailA(d, dw_part + n_main, rest)),
+                   dw_part + n_main, rest);
+    }
+    if (!dx) continue;
+    T* HWY_RESTRICT dxr = dx + r * n;
+    auto dx_of = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv) {
+      const auto xhat = hn::MulAdd(hn::Sub(xv, vs), vrs, vdr);  // c * rstd - d * rstd
       const auto g = hn::Mul(dyv, wv);
-      const auto dxv = hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, term2));  // term 1 + term 3 + term 2
-      if (count == size_t(L)) {
-        StoreAs(d, dxv, dxr + i);
-      } else {
-        Tail<D, T> dx_tail(count);
-        dx_tail.store(d, dxv, dxr + i);
-      }
+      return hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, term2));  // term 1 + term 3 + term 2
     };
     for (int64_t i = 0; i < n_main; i += L)
-      step2(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, w + i), i, size_t(L));
-    if (rest) step2(x_tail.load(d), dy_tail.load(d), LoadTailA(d, w + n_main, rest), n_main, rest);
+      StoreAs(d, dx_of(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, w + i)), dxr + i);
+    if (rest) {
+      Tail<D, T> dx_tail(rest);
+      dx_tail.store(d, dx_of(x_tail.load(d), dy_tail.load(d), LoadTailA(d, w + n_main, rest)), dxr + n_main);
+    }
   }
 }
 
