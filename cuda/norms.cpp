@@ -45,6 +45,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            " dimension(s) of x ", shape_str(x.shape()));
   norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
   norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
   check_same_device(weight, x, "weight", op);
   check_same_device(bias, x, "bias", op);
 
@@ -78,6 +80,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   NG_CHECK(x.dim() >= 1, op, "expected x with at least one dim, got a 0-d tensor");
   const int64_t C = x.size(-1);
   norms::check_affine(weight, "weight", {C}, x, "the last dimension", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
   check_same_device(weight, x, "weight", op);
 
   const DType acc = compute_dtype(x.dtype());
@@ -109,6 +112,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
            " channels of x ", shape_str(x.shape()));
   norms::check_affine(weight, "weight", {C}, x, "the channel dimension", op);
   norms::check_affine(bias, "bias", {C}, x, "the channel dimension", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
   check_same_device(weight, x, "weight", op);
   check_same_device(bias, x, "bias", op);
 
@@ -146,6 +151,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     norms::check_affine(*t, name, {C}, x, "the channel dimension", op);
     check_same_device(*t, x, name, op);
   }
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
   const DType acc = compute_dtype(x.dtype());
   for (auto [t, name] : {std::pair{&running_mean, "running_mean"}, std::pair{&running_var, "running_var"}})
     NG_CHECK(!t->defined() || (t->dtype() == acc && t->is_contiguous()), op, "expected ", name,

@@ -104,8 +104,12 @@ __device__ void norm_row_forward(const T* x, T* y, acc_t<T>* mean, acc_t<T>* rst
   }
 }
 
-// dx of one row. g = dy * w; xhat = (x - mean) * rstd (RMSNorm: x * rstd).
-//   sums:  mean_g = (1/L) sum g,  mean_gx = (1/L) sum g * xhat
+// dx of one row. g = dy * w.
+//   centered (LayerNorm, GroupNorm): the saved mean is rounded to A, so it serves as a shift s and the row's
+//     offset from it is measured, as on the CPU (nn/norms/layer_norm.cpp, section 4):
+//       c = x - s,  d = (1/L) sum c,  xhat = (c - d) * rstd,
+//       mean_g = (1/L) sum g,  mean_gx = rstd * ((1/L) sum g c - d * mean_g)
+//   RMSNorm: xhat = x * rstd,  mean_gx = (1/L) sum g * xhat
 //   dx:    norm_math::centered_norm_dx / norm_math::rms_norm_dx
 template <typename T, int V, bool kBlock>
 __device__ void norm_row_backward(const T* dy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd, T* dx,
@@ -118,22 +122,30 @@ __device__ void norm_row_backward(const T* dy, const T* x, const acc_t<T>* mean,
   const T* xr = x + row * L;
   const T* dyr = dy + row * L;
   T* dxr = dx + row * L;
-  const A mu = centered ? mean[row] : A(0), rs = rstd[row];
+  const A shift = centered ? mean[row] : A(0), rs = rstd[row];
 
-  // pass 1: the two row sums
-  A sum_g = 0, sum_gx = 0;
+  // pass 1: the row sums (sum_gx: of g * c when centered, of g * xhat for RMSNorm)
+  A sum_c = 0, sum_g = 0, sum_gx = 0;
   for (int64_t i = int64_t(Team::rank()) * V; i < L; i += int64_t(Team::size()) * V) {
     const Pack<T, V> xp = load_pack<T, V>(xr + i), dyp = load_pack<T, V>(dyr + i);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const A g = to_acc(dyp.v[k]) * aff.weight(aff.channel(row, i + k));
-      const A xhat = (to_acc(xp.v[k]) - mu) * rs;
+      const A v = to_acc(xp.v[k]);
       sum_g += g;
-      sum_gx += g * xhat;
+      if (centered) {
+        const A c = v - shift;
+        sum_c += c;
+        sum_gx += g * c;
+      } else {
+        sum_gx += g * (v * rs);
+      }
     }
   }
+  const A d = centered ? Team::sum(sum_c, scratch) / A(L) : A(0);  // (uniform branch: the team sums together)
   const A mean_g = Team::sum(sum_g, scratch) / A(L);
-  const A mean_gx = Team::sum(sum_gx, scratch) / A(L);
+  const A mean_gc = Team::sum(sum_gx, scratch) / A(L);
+  const A mean_gx = centered ? rs * (mean_gc - d * mean_g) : mean_gc;
 
   // pass 2: dx
   for (int64_t i = int64_t(Team::rank()) * V; i < L; i += int64_t(Team::size()) * V) {
@@ -142,7 +154,7 @@ __device__ void norm_row_backward(const T* dy, const T* x, const acc_t<T>* mean,
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const A g = to_acc(dyp.v[k]) * aff.weight(aff.channel(row, i + k));
-      const A xhat = (to_acc(xp.v[k]) - mu) * rs;
+      const A xhat = ((to_acc(xp.v[k]) - shift) - d) * rs;
       out.v[k] = from_acc<T>(centered ? norm_math::centered_norm_dx(g, xhat, rs, mean_g, mean_gx)
                                       : norm_math::rms_norm_dx(g, xhat, rs, mean_gx));
     }
@@ -176,6 +188,9 @@ __global__ void norm_backward_kernel(const T* dy, const T* x, const acc_t<T>* me
 // Column partials for LayerNorm/RMSNorm: block (j-tile, p) sums rows [p * per_part, (p + 1) * per_part) of
 // column j:  dw_part[p][j] = sum dy * xhat,  db_part[p][j] = sum dy. Threads of a warp read consecutive
 // columns of a row (coalesced).
+// NOTE: xhat here is (x - saved mean) * rstd. Unlike dx (norm_row_backward) and the CPU's dweight, it does not
+// measure the row's offset from the rounded mean, so for an f32 row whose |mean| is orders of magnitude above
+// its std (1e4 and 1e-2) dweight carries the mean's rounding (a few percent of that row's contribution).
 template <typename T>
 __global__ void column_partials_kernel(const T* dy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
                                        acc_t<T>* dw_part, acc_t<T>* db_part, int64_t rows, int64_t L,

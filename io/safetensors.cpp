@@ -75,8 +75,10 @@ std::string safetensors_serialize(const nn::NamedTensors& tensors,
   uint64_t offset = 0;
   NoGradGuard no_grad;
   for (auto& [name, t] : tensors) {
-    NG_CHECK(!name.empty() && name != "__metadata__", "save_safetensors", "invalid tensor name '", name, "'");
-    NG_CHECK(names.insert(name).second, "save_safetensors", "tensor name '", name, "' appears twice");
+    NG_CHECK(!name.empty() && name != "__metadata__", "save_safetensors", "invalid tensor name '", name,
+             "': expected a non-empty name other than '__metadata__' (the header's reserved key)");
+    NG_CHECK(names.insert(name).second, "save_safetensors", "tensor name '", name,
+             "' appears twice, expected every name once");
     NG_CHECK(t.defined(), "save_safetensors", "tensor '", name, "' is undefined");
     NG_CHECK(t.device().is_cpu(), "save_safetensors", "tensor '", name, "' is not on the CPU");
     Tensor c = t.contiguous();

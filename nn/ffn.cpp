@@ -7,20 +7,20 @@
 namespace ng::nn {
 
 int64_t swiglu_hidden_size(int64_t dim) {
+  return 64 * int64_t(std::ceil(double(dim) * M_PI / 64.0));
+}
+
+int64_t swiglu_hidden_size_8_3(int64_t dim) {
   const int64_t h = dim * 8 / 3;  // int(C * 8 / 3)
   return 64 * ((h + 64 - 1) / 64);
 }
 
-int64_t swiglu_hidden_size_pi(int64_t dim) {
-  return 64 * int64_t(std::ceil(double(dim) * M_PI / 64.0));
-}
-
 int64_t FFNConfig::hidden_size() const {
   if (hidden > 0) return hidden;
-  NG_CHECK(sizing == "8/3" || sizing == "pi", "FeedForward", "sizing must be \"8/3\" or \"pi\", got \"",
+  NG_CHECK(sizing == "pi" || sizing == "8/3", "FeedForward", "sizing must be \"pi\" or \"8/3\", got \"",
            sizing, "\"");
   if (kind != "swiglu") return 4 * dim;
-  return sizing == "pi" ? swiglu_hidden_size_pi(dim) : swiglu_hidden_size(dim);
+  return sizing == "8/3" ? swiglu_hidden_size_8_3(dim) : swiglu_hidden_size(dim);
 }
 
 FeedForward::FeedForward(const FFNConfig& cfg, Generator& gen, Generator& dropout_gen) : config(cfg) {

@@ -6,11 +6,12 @@
 // SwiGLU (Shazeer 2020; Llama, MiniMind): no biases,
 //     y = down_proj( silu(gate_proj(x)) * up_proj(x) )
 //   The gate silu(gate) decides, per hidden unit, how much of up(x) passes. Three matrices instead of two,
-//   so MiniMind shrinks the hidden size to keep the parameter count near the 4C MLP:
-//     H = 64 * ceil( floor(C * 8 / 3) / 64 )        (8/3 C, rounded UP to a multiple of 64)
-//   e.g. C = 512 -> floor(1365.33) = 1365 -> H = 1408.
-//   Issue 4 states the rule as H = 64 * ceil(C * pi / 64) (C = 512 -> 1664). MiniMind's own code uses 8/3,
-//   which is the default here; set FFNConfig::sizing = "pi" for the pi rule.
+//   so the hidden size is smaller than the MLP's 4 C. The default is the rule issue 4 gives for MiniMind:
+//     H = 64 * ceil( C * pi / 64 )                 (pi C, rounded UP to a multiple of 64)
+//   e.g. C = 512 -> 1608.5 -> H = 1664.
+//   The older MiniMind rule, FFNConfig::sizing = "8/3" (int(C * 8 / 3) in MiniMind's FeedForward code):
+//     H = 64 * ceil( floor(C * 8 / 3) / 64 )       e.g. C = 512 -> floor(1365.33) = 1365 -> H = 1408
+//   With 8/3, the three matrices hold 3 * (8/3) C^2 = 8 C^2 weights, as many as the 4 C MLP's two.
 //
 // Both are made of differentiable ops (Linear, the activation, mul), so the backward is the chain of theirs.
 #pragma once
@@ -30,15 +31,15 @@ struct FFNConfig {
   std::string activation = "relu";  // MLP only: "relu" or "gelu"
   bool bias = true;                 // MLP only (SwiGLU has no biases, as in MiniMind)
   double dropout = 0.0;             // on the output
-  std::string sizing = "8/3";       // SwiGLU default hidden size: "8/3" (MiniMind's code) or "pi"
+  std::string sizing = "pi";        // SwiGLU default hidden size: "pi" (the default) or "8/3" (older rule)
 
   int64_t hidden_size() const;
 };
 
-// MiniMind's SwiGLU hidden size: 64 * ceil(floor(8 C / 3) / 64).
+// SwiGLU's default hidden size (issue 4's MiniMind rule): 64 * ceil(C * pi / 64).
 int64_t swiglu_hidden_size(int64_t dim);
-// The issue's statement of the rule: 64 * ceil(C * pi / 64).
-int64_t swiglu_hidden_size_pi(int64_t dim);
+// The older MiniMind rule, FFNConfig::sizing = "8/3": 64 * ceil(floor(8 C / 3) / 64).
+int64_t swiglu_hidden_size_8_3(int64_t dim);
 
 class FeedForward : public Module {
  public:

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "tensor/device_kernels.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
 
@@ -17,6 +18,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined())
     NG_CHECK(bias.dim() == 1 && bias.size(0) == out, "linear", "bias has shape ", shape_str(bias.shape()),
              ", expected (", out, ") to match weight ", shape_str(weight.shape()));
+  // x, weight and bias on one device (an error naming linear and both devices otherwise); the matmul and add
+  // below dispatch to that device themselves.
+  (void)on_device({x, weight, bias}, "linear");
 
   // x: (..., in) -> x2: (N, in), N = product of the leading dims (a free view when x is contiguous)
   Shape out_shape = x.shape();

@@ -43,7 +43,7 @@ int64_t sample_from_logits(const std::vector<double>& logits, double temperature
 
 std::vector<int64_t> generate(TinyLM& model, const std::vector<int64_t>& prompt, int64_t n_tokens,
                               double temperature, int64_t top_k, uint64_t seed) {
-  NG_CHECK(!prompt.empty(), "generate", "the prompt is empty");
+  NG_CHECK(!prompt.empty(), "generate", "the prompt is empty, expected at least one token");
   NG_CHECK(n_tokens >= 0, "generate", "expected n_tokens >= 0, got ", n_tokens);
   const int64_t V = model.config.vocab_size;
   for (size_t i = 0; i < prompt.size(); ++i)

@@ -37,7 +37,7 @@ struct TinyLMConfig {
   double norm_eps = 1e-5;
   bool final_norm = true;  // a norm after the last block (set false for a model with no norm at all)
   // feed-forward
-  std::string ffn = "mlp";  // "mlp" (4C, ReLU, biases) or "swiglu" (MiniMind size, no biases)
+  std::string ffn = "mlp";  // "mlp" (4C, ReLU, biases) or "swiglu" (64 ceil(C pi / 64), no biases)
   int64_t ffn_hidden = 0;   // 0 = the kind's default
   std::string activation = "relu";
   bool ffn_bias = true;

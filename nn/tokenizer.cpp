@@ -44,7 +44,8 @@ std::vector<int64_t> CharTokenizer::vocab_bytes() const {
 }
 
 std::vector<int64_t> CharTokenizer::encode(const std::string& text) const {
-  NG_CHECK(!vocab_.empty(), "CharTokenizer::encode", "the tokenizer has no vocabulary");
+  NG_CHECK(!vocab_.empty(), "CharTokenizer::encode",
+           "the tokenizer has no vocabulary, expected one built by from_corpus() or from_vocab()");
   std::vector<int64_t> ids;
   ids.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {

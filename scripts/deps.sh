@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install normgrad's build dependencies from Debian when they are missing (sudo only when not root).
 set -euo pipefail
-pkgs=(cmake ninja-build g++ libhwy-dev libgtest-dev libstb-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
-      libomp-dev)
+# OpenMP comes with g++ (libgomp); bench/ is self-contained (no Google Benchmark).
+pkgs=(cmake ninja-build g++ libhwy-dev libgtest-dev libstb-dev libcli11-dev nlohmann-json3-dev)
 pkgs+=("$@")  # extra packages a caller needs (scripts/fuzz.sh: clang and its libFuzzer runtime)
 missing=()
 for p in "${pkgs[@]}"; do

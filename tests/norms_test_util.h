@@ -40,6 +40,29 @@ inline void expect_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& i
   EXPECT_GT(r.checked, 0) << what;
 }
 
+// A real nn::Linear (f64, PyTorch's init) in front of a norm module, for "a Linear before the norm"
+// gradchecks: the norm's dx then flows on through the Linear's backward into x, weight and bias, as in a
+// model. `layout` maps the Linear's output (..., C) to what the norm wants (identity, or a transpose to (N,
+// C, L)). The norm is cast to f64 and its affine parameters (if any) drawn at random, so w = 1, b = 0 hide
+// nothing. Checked: x, the Linear's weight and bias, the norm's parameters.
+inline void expect_gradcheck_behind_linear(nn::Module& norm, const Shape& x_shape, int64_t C,
+                                           const std::function<Tensor(const Tensor&)>& layout, uint64_t seed,
+                                           const std::string& what) {
+  Generator gen(seed);
+  nn::Linear lin(x_shape.back(), C, /*bias=*/true, gen, DType::f64);
+  nn::cast_(norm, DType::f64);
+  for (Tensor& p : norm.parameters()) p.copy_(randn(p.shape(), gen, DType::f64, 0.5, 1.0));
+  Tensor x = randn(x_shape, gen, DType::f64).requires_grad_();
+  std::vector<Tensor> inputs = {x, lin.weight, lin.bias};
+  for (const Tensor& p : norm.parameters()) inputs.push_back(p);
+  // The Linear and the norm read their own members, which are inputs[1..]: gradcheck's perturbations of
+  // those tensors are what the modules see.
+  GradcheckResult r =
+      gradcheck([&](const std::vector<Tensor>& in) { return norm(layout(lin(in[0]))); }, inputs);
+  EXPECT_TRUE(r.ok) << what << ": " << r.message();
+  EXPECT_EQ(r.checked, x.numel() + lin.weight.numel() + lin.bias.numel() + norm.num_parameters()) << what;
+}
+
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
   EXPECT_EQ(va.size(), vb.size());

@@ -1,9 +1,14 @@
 // The autograd engine: accumulation, retain_graph, errors, deep graphs, version counter.
 #include <gtest/gtest.h>
 
+#include <sstream>
+#include <string>
+
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 TEST(Autograd, SimpleChainRule) {
   Tensor x = tensor({1.0, 2.0, 3.0}, DType::f64).requires_grad_();
@@ -118,7 +123,15 @@ TEST(Autograd, NoGradGuardRecordsNothing) {
 
 TEST(Autograd, BackwardOnTensorWithoutGradIsAnError) {
   Tensor x = ones({1});
-  EXPECT_THROW(x.backward(), Error);
+  try {
+    x.backward();
+    FAIL() << "expected ng::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("backward: the tensor does not require grad and has no grad_fn"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("requires_grad_()"), std::string::npos) << msg;  // says what was expected
+  }
 }
 
 TEST(Autograd, DeepChainDoesNotOverflowTheStack) {
@@ -158,10 +171,33 @@ TEST(Gradcheck, CatchesAWrongBackward) {
     });
     return y;
   };
-  Tensor x = randn({5}, default_generator(), DType::f64).requires_grad_();
-  GradcheckResult r = gradcheck(bad_square, {x});
+  // The wrong input sits second, behind a correct one, so the report must name input 1, not 0. The worst
+  // element is where |x| is largest: analytic x * u against numeric 2 x * u, an error of |x * u|.
+  Tensor a = tensor({0.5, -0.25}, DType::f64).requires_grad_();
+  Tensor x = tensor({0.1, -3.0, 0.2, 0.3, -0.4}, DType::f64).requires_grad_();
+  auto two_inputs = [&](const std::vector<Tensor>& in) {
+    return add(sum(mul(in[0], in[0])), sum(bad_square({in[1]})));  // scalar out: u is one number
+  };
+  GradcheckResult r = gradcheck(two_inputs, {a, x});
   EXPECT_FALSE(r.ok) << r.message();
-  EXPECT_GT(r.abs_err, 1e-3);
+  EXPECT_EQ(r.checked, 7);
+  EXPECT_EQ(r.input, 1);
+  EXPECT_EQ(r.index, 1);
+  // The upstream gradient u is the gradcheck's own draw; recover it from the analytic value x * u.
+  const double u = r.analytic / -3.0;
+  EXPECT_GT(std::abs(u), 1e-3);
+  EXPECT_NEAR(r.numeric, 2 * -3.0 * u, 1e-6 * std::abs(u));
+  EXPECT_NEAR(r.abs_err, std::abs(r.analytic - r.numeric), 1e-12);
+  EXPECT_NEAR(r.abs_err, 3.0 * std::abs(u), 1e-6 * std::abs(u));
+  EXPECT_NEAR(r.rel_err, 0.5, 1e-6);  // |x u - 2 x u| / |2 x u|
+  // message() names the same worst element.
+  const std::string msg = r.message();
+  EXPECT_NE(msg.find("gradcheck FAILED (7 elements)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("worst: input 1 index 1"), std::string::npos) << msg;
+  std::ostringstream values;
+  values << "analytic " << r.analytic << ", numeric " << r.numeric << ", abs err " << r.abs_err
+         << ", rel err " << r.rel_err;
+  EXPECT_NE(msg.find(values.str()), std::string::npos) << msg << "\nmissing: " << values.str();
   // And the correct op passes.
   GradcheckResult good = gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], in[0]); }, {x});
   EXPECT_TRUE(good.ok) << good.message();
@@ -169,5 +205,6 @@ TEST(Gradcheck, CatchesAWrongBackward) {
 
 TEST(Gradcheck, RejectsF32Inputs) {
   Tensor x = ones({2}).requires_grad_();
-  EXPECT_THROW(gradcheck([](const std::vector<Tensor>& in) { return in[0]; }, {x}), Error);
+  expect_error([&] { gradcheck([](const std::vector<Tensor>& in) { return in[0]; }, {x}); },
+               {"gradcheck: input 0 has dtype f32; finite differences need f64 inputs"});
 }

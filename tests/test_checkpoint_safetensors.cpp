@@ -9,8 +9,10 @@
 
 #include "io/safetensors.h"
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 namespace fs = std::filesystem;
 
 namespace {
@@ -162,9 +164,22 @@ TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
 }
 
 TEST(Safetensors, WriterRejectsBadNames) {
-  EXPECT_THROW(io::safetensors_serialize({{"a", zeros({1})}, {"a", zeros({1})}}), Error);
-  EXPECT_THROW(io::safetensors_serialize({{"__metadata__", zeros({1})}}), Error);
-  EXPECT_THROW(io::safetensors_serialize({{"", zeros({1})}}), Error);
+  expect_error(
+      [] {
+        io::safetensors_serialize({{"a", zeros({1})}, {"a", zeros({1})}});
+      },
+      {"save_safetensors: tensor name 'a' appears twice, expected every name once"});
+  expect_error(
+      [] {
+        io::safetensors_serialize({{"__metadata__", zeros({1})}});
+      },
+      {"save_safetensors: invalid tensor name '__metadata__'",
+       "expected a non-empty name other than '__metadata__'"});
+  expect_error(
+      [] {
+        io::safetensors_serialize({{"", zeros({1})}});
+      },
+      {"save_safetensors: invalid tensor name ''", "expected a non-empty name"});
 }
 
 TEST(Safetensors, FailedWriteLeavesTheOldFileIntact) {

@@ -69,11 +69,16 @@ RowResult replay_row(const std::vector<float>& x, const std::vector<float>& dy, 
   r.rstd = rs;
   for (int64_t i = 0; i < L; ++i) r.y.push_back(((x[size_t(i)] - shift) - d) * rs * w[size_t(i)]);
 
-  const float mu = centered ? r.mean : 0.0f;
+  // dx: centered rows take the saved mean as a shift s and measure their offset d from it (norm_row_backward)
+  const float s = centered ? r.mean : 0.0f;
   auto g = [&](int64_t i) { return dy[size_t(i)] * w[size_t(i)]; };
-  auto xhat = [&](int64_t i) { return (x[size_t(i)] - mu) * rs; };
+  auto c = [&](int64_t i) { return x[size_t(i)] - s; };
+  const float dd = centered ? warp_sum_replay(L, V, c) / float(L) : 0.0f;
+  auto xhat = [&](int64_t i) { return (c(i) - dd) * rs; };
   const float mean_g = warp_sum_replay(L, V, g) / float(L);
-  const float mean_gx = warp_sum_replay(L, V, [&](int64_t i) { return g(i) * xhat(i); }) / float(L);
+  const float mean_gx =
+      centered ? rs * (warp_sum_replay(L, V, [&](int64_t i) { return g(i) * c(i); }) / float(L) - dd * mean_g)
+               : warp_sum_replay(L, V, [&](int64_t i) { return g(i) * (x[size_t(i)] * rs); }) / float(L);
   for (int64_t i = 0; i < L; ++i)
     r.dx.push_back(centered ? nm::centered_norm_dx(g(i), xhat(i), rs, mean_g, mean_gx)
                             : nm::rms_norm_dx(g(i), xhat(i), rs, mean_gx));

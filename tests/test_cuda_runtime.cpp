@@ -80,7 +80,8 @@ TEST(CudaRuntime, MissingDeviceIsAClearError) {
     // No GPU (or no driver) here: asking for one fails at cudaGetDeviceCount, and the error says so.
     std::string msg = error_of([] { ng::ones({2}).to(Device::cuda(0)); });
     EXPECT_NE(msg.find("cuda: cudaGetDeviceCount(&count) failed: "), std::string::npos) << msg;
-    EXPECT_THROW(ng::cuda::device_count(), ng::Error);
+    msg = error_of([] { ng::cuda::device_count(); });
+    EXPECT_NE(msg.find("cuda: cudaGetDeviceCount(&count) failed: "), std::string::npos) << msg;
   } else {
     const int count = ng::cuda::device_count();
     std::string msg = error_of([&] { ng::ones({2}).to(Device::cuda(count)); });

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -475,6 +476,120 @@ TEST(DeviceDispatch, MixedDevicesNameBothDevices) {
   EXPECT_NE(msg.find("embedding: expected both tensors on the same device, got cuda:0 and cpu"),
             std::string::npos)
       << msg;
+}
+
+TEST(DeviceDispatch, EveryMultiTensorOpRejectsMixedDevices) {
+  // Table-driven: each op that takes several tensors, called with one of them on the device and the others on
+  // the CPU (in each position that matters). The error must name the op and both devices, and come before any
+  // memory is read (the device tensors' memory is poisoned: a CPU kernel reading it would crash the test).
+  KernelsScope scope(&host_device());
+  using ng::F::batch_norm;
+  using ng::F::group_norm;
+  using ng::F::layer_norm;
+  using ng::F::rms_norm;
+  ng::Generator gen(4);
+  const Tensor c24 = ng::randn({2, 4}, gen), d24 = c24.to(kDev);
+  const Tensor c43 = ng::randn({4, 3}, gen), d43 = c43.to(kDev);
+  const Tensor c4 = ng::ones({4}), d4 = c4.to(kDev);
+  const Tensor c3 = ng::zeros({3}), d3 = c3.to(kDev);
+  const Tensor ids_c = ng::from_vector(std::vector<int64_t>{0, 1}, {2}), ids_d = ids_c.to(kDev);
+  const Tensor mask_c = ng::from_vector(std::vector<int64_t>{0, 1, 0, 1}, {4}), mask_d = mask_c.to(kDev);
+  const Tensor c243 = ng::randn({2, 4, 3}, gen), d243 = c243.to(kDev);
+  const Tensor rope_x_c = ng::randn({1, 2, 1, 4}, gen), rope_x_d = rope_x_c.to(kDev);
+  const ng::RopeTables tab = ng::rope_tables(2, 4, 100.0, DType::f32);
+
+  struct Case {
+    const char* op;    // the name the message must start with
+    const char* what;  // which argument is on the device
+    std::function<void()> call;
+  };
+  std::vector<Case> cases = {
+      {"add", "a", [&] { ng::add(d24, c24); }},
+      {"add", "b", [&] { ng::add(c24, d24); }},
+      {"sub", "a", [&] { ng::sub(d24, c24); }},
+      {"sub", "b", [&] { ng::sub(c24, d24); }},
+      {"mul", "a", [&] { ng::mul(d24, c24); }},
+      {"mul", "b", [&] { ng::mul(c24, d24); }},
+      {"div", "a", [&] { ng::div(d24, c24); }},
+      {"div", "b", [&] { ng::div(c24, d24); }},
+      {"maximum", "a", [&] { ng::maximum(d24, c24); }},
+      {"maximum", "b", [&] { ng::maximum(c24, d24); }},
+      {"minimum", "a", [&] { ng::minimum(d24, c24); }},
+      {"minimum", "b", [&] { ng::minimum(c24, d24); }},
+      {"add_", "self",
+       [&] {
+         Tensor s = d24.clone();
+         ng::add_(s, c24);
+       }},
+      {"add_", "other",
+       [&] {
+         Tensor s = c24.clone();
+         ng::add_(s, d24);
+       }},
+      {"matmul", "a", [&] { ng::matmul(d24, c43); }},
+      {"matmul", "b", [&] { ng::matmul(c24, d43); }},
+      {"linear", "x", [&] { ng::F::linear(d24, c43.t(), c3); }},
+      {"linear", "bias", [&] { ng::F::linear(c24, c43.t(), d3); }},
+      {"masked_fill", "x", [&] { ng::masked_fill(d24, mask_c, 0.0); }},
+      {"masked_fill", "mask", [&] { ng::masked_fill(c24, mask_d, 0.0); }},
+      {"cross_entropy", "logits", [&] { ng::cross_entropy(d24, ids_c); }},
+      {"cross_entropy", "targets", [&] { ng::cross_entropy(c24, ids_d); }},
+      {"embedding", "weight", [&] { ng::embedding(d24, ids_c); }},
+      {"embedding", "ids", [&] { ng::embedding(c24, ids_d); }},
+      {"index_select", "x", [&] { ng::index_select(d24, 0, ids_c); }},
+      {"index_select", "index", [&] { ng::index_select(c24, 0, ids_d); }},
+      {"rope", "x", [&] { ng::apply_rope(rope_x_d, tab.cos, tab.sin); }},
+      {"layer_norm", "x", [&] { layer_norm(d24, {4}, c4, c4); }},
+      {"layer_norm", "weight", [&] { layer_norm(c24, {4}, d4, c4); }},
+      {"layer_norm", "bias", [&] { layer_norm(c24, {4}, c4, d4); }},
+      {"rms_norm", "x", [&] { rms_norm(d24, c4); }},
+      {"rms_norm", "weight", [&] { rms_norm(c24, d4); }},
+      {"batch_norm", "x", [&] { batch_norm(d24, c4, c4, c4, c4, true); }},
+      {"batch_norm", "running_mean", [&] { batch_norm(c24, d4, c4, c4, c4, true); }},
+      {"batch_norm", "running_var", [&] { batch_norm(c24, c4, d4, c4, c4, false); }},
+      {"batch_norm", "weight", [&] { batch_norm(c24, Tensor(), Tensor(), d4, c4, true); }},
+      {"batch_norm", "bias", [&] { batch_norm(c24, Tensor(), Tensor(), c4, d4, true); }},
+      {"group_norm", "x", [&] { group_norm(d243, 2, c4, c4); }},
+      {"group_norm", "weight", [&] { group_norm(c243, 2, d4, c4); }},
+      {"group_norm", "bias", [&] { group_norm(c243, 2, c4, d4); }},
+      {"cat", "tensor 1",
+       [&] {
+         ng::cat({c24, d24}, 0);
+       }},
+      {"cat", "tensor 0",
+       [&] {
+         ng::cat({d24, c24}, 1);
+       }},
+      {"stack", "tensor 1",
+       [&] {
+         ng::stack({c24, d24}, 0);
+       }},
+      {"stack", "tensor 0",
+       [&] {
+         ng::stack({d24, c24}, 0);
+       }},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = error_of(c.call);
+    const std::string where = std::string(c.op) + " with " + c.what + " on the device";
+    EXPECT_EQ(msg.rfind(std::string(c.op) + ": ", 0), 0u) << where << ": " << msg;
+    EXPECT_NE(msg.find("cuda:0"), std::string::npos) << where << ": " << msg;
+    EXPECT_NE(msg.find("cpu"), std::string::npos) << where << ": " << msg;
+    EXPECT_NE(msg.find("expected"), std::string::npos) << where << ": " << msg;
+  }
+  // And with every tensor on the device, the ops without a device kernel refuse by name (no CPU read).
+  EXPECT_NE(error_of([&] {
+              batch_norm(d24, Tensor(), Tensor(), d4, d4, true);
+            }).find("batch_norm: this CPU kernel got a tensor on cuda:0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              group_norm(d243, 2, d4, d4);
+            }).find("group_norm: this CPU kernel got a tensor on cuda:0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              ng::cat({d24, d24}, 0);
+            }).find("cat: this CPU kernel got a tensor on cuda:0"),
+            std::string::npos);
 }
 
 TEST(DeviceDispatch, OpsWithoutADeviceKernelRefuseNamingTheDevice) {

@@ -1,12 +1,16 @@
-// CausalSelfAttention: against a plain-loop reference (GQA head mapping, RoPE, mask), causality, the
+// CausalSelfAttention: against a plain-loop reference (GQA head mapping, RoPE, QK-norm, mask), causality, the
 // lesson's unmasked configuration seeing the future, f64 gradchecks of every option, errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <tuple>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 namespace {
 
@@ -25,6 +29,8 @@ nn::AttentionConfig config(int64_t C, int64_t NH, int64_t NKV, bool causal, bool
 }
 
 // Plain loops, in double: y = o_proj(softmax(q k^T / sqrt(HS) + mask) v), query head h reads kv head h / rep.
+// With qk_norm, each head vector of q and k is first RMS-normalized and scaled by the learned weights:
+// q_i <- q_i / sqrt(mean_i(q_i^2) + eps) * q_norm.weight_i (and k with k_norm), before RoPE.
 std::vector<double> reference(nn::CausalSelfAttention& a, const Tensor& x) {
   const auto& c = a.config;
   const int64_t B = x.size(0), T = x.size(1), C = c.dim, NH = c.n_heads, NKV = c.kv_heads(), HS = C / NH;
@@ -44,6 +50,19 @@ std::vector<double> reference(nn::CausalSelfAttention& a, const Tensor& x) {
     return y;
   };
   auto q = lin(*a.q_proj, NH * HS), k = lin(*a.k_proj, NKV * HS), v = lin(*a.v_proj, NKV * HS);
+  if (c.qk_norm) {
+    auto rms_heads = [&](std::vector<double>& t, const nn::RMSNorm& norm) {  // t: (B*T*heads, HS)
+      const std::vector<double> w = norm.weight.to_vector<double>();
+      for (size_t r = 0; r < t.size() / size_t(HS); ++r) {
+        double ms = 0;
+        for (int64_t i = 0; i < HS; ++i) ms += t[r * HS + i] * t[r * HS + i] / double(HS);
+        const double rstd = 1.0 / std::sqrt(ms + c.norm_eps);
+        for (int64_t i = 0; i < HS; ++i) t[r * HS + i] = t[r * HS + i] * rstd * w[size_t(i)];
+      }
+    };
+    rms_heads(q, *a.q_norm);
+    rms_heads(k, *a.k_norm);
+  }
   if (c.rope) {
     auto tab = rope_tables(T, HS, c.rope_theta, DType::f64);
     q = apply_rope_reference(from_vector(q, Shape{B, T, NH, HS}, DType::f64), tab.cos, tab.sin)
@@ -89,18 +108,38 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST(Attention, MatchesPlainLoopReference) {
-  for (auto [NKV, causal, rope, bias] : {std::tuple{4, true, false, false},
-                                         {2, true, true, false},
-                                         {1, false, true, true},
-                                         {4, false, false, true}}) {
+  // (NKV, causal, rope, bias, qk_norm); NH = 4, so NKV 2 and 1 are GQA and MQA.
+  for (auto [NKV, causal, rope, bias, qk_norm] : {std::tuple{4, true, false, false, false},
+                                                  {2, true, true, false, false},
+                                                  {1, false, true, true, false},
+                                                  {4, false, false, true, false},
+                                                  {4, true, false, false, true},
+                                                  {2, true, true, false, true},
+                                                  {1, false, true, true, true},
+                                                  {4, false, false, true, true},
+                                                  {2, false, false, false, true}}) {
     Generator g(10);
-    nn::CausalSelfAttention a(config(16, 4, NKV, causal, rope, false, bias), g);
+    nn::CausalSelfAttention a(config(16, 4, NKV, causal, rope, qk_norm, bias), g);
     nn::cast_(a, DType::f64);
+    if (qk_norm) {  // learned weights, not the ones they start at: the reference must apply them
+      a.q_norm->weight.copy_(randn({4}, g, DType::f64, 1.0, 0.5));
+      a.k_norm->weight.copy_(randn({4}, g, DType::f64, 1.0, 0.5));
+    }
     Tensor x = randn({2, 5, 16}, g, DType::f64);
     Tensor y = a(x);
     ASSERT_EQ(y.shape(), (Shape{2, 5, 16}));
-    EXPECT_LT(max_diff(y.to_vector<double>(), reference(a, x)), 1e-12)
-        << "NKV " << NKV << " causal " << causal << " rope " << rope;
+    const std::string what = "NKV " + std::to_string(NKV) + " causal " + std::to_string(causal) + " rope " +
+                             std::to_string(rope) + " bias " + std::to_string(bias) + " qk_norm " +
+                             std::to_string(qk_norm);
+    EXPECT_LT(max_diff(y.to_vector<double>(), reference(a, x)), 1e-12) << what;
+    if (qk_norm) {  // and the norm is really in the path: without it the output differs
+      nn::AttentionConfig plain = a.config;
+      plain.qk_norm = false;
+      Generator g2(10);
+      nn::CausalSelfAttention b(plain, g2);
+      nn::cast_(b, DType::f64);
+      EXPECT_GT(max_diff(b(x).to_vector<double>(), y.to_vector<double>()), 1e-3) << what;
+    }
   }
 }
 
@@ -162,8 +201,10 @@ TEST(Attention, NamesAndErrors) {
     EXPECT_NE(std::string(e.what()).find("n_heads 4 must be a multiple of n_kv_heads 3"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(nn::CausalSelfAttention(config(10, 4, 0, true, false, false, false)), Error);
-  EXPECT_THROW(nn::CausalSelfAttention(config(12, 4, 0, true, true, false, false)), Error);  // HS 3 with RoPE
+  expect_error([] { nn::CausalSelfAttention(config(10, 4, 0, true, false, false, false)); },
+               {"CausalSelfAttention: dim 10 must be a positive multiple of n_heads 4"});
+  expect_error([] { nn::CausalSelfAttention(config(12, 4, 0, true, true, false, false)); },
+               {"CausalSelfAttention: RoPE needs an even head size, got 3"});
   try {
     a(zeros({2, 3, 6}));
     FAIL();

@@ -2,11 +2,14 @@
 // each whole block with respect to its input and every parameter.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 namespace {
 
@@ -39,29 +42,42 @@ void gradcheck_module(nn::Module& m, const Shape& x_shape, const std::string& wh
 }  // namespace
 
 TEST(FFN, HiddenSizes) {
-  // MiniMind: 64 * ceil(int(8C/3) / 64)
-  EXPECT_EQ(nn::swiglu_hidden_size(512), 1408);
-  EXPECT_EQ(nn::swiglu_hidden_size(768), 2048);
-  EXPECT_EQ(nn::swiglu_hidden_size(64), 192);
+  // The default (issue 4's MiniMind rule): 64 * ceil(C * pi / 64).
+  EXPECT_EQ(nn::swiglu_hidden_size(512), 1664);  // 1608.5 -> 26 * 64
+  EXPECT_EQ(nn::swiglu_hidden_size(256), 832);   // 804.2 -> 13 * 64
+  EXPECT_EQ(nn::swiglu_hidden_size(64), 256);    // 201.1 -> 4 * 64
   EXPECT_EQ(nn::swiglu_hidden_size(8), 64);
-  // The issue's pi rule: 64 * ceil(C * pi / 64).
-  EXPECT_EQ(nn::swiglu_hidden_size_pi(512), 1664);
-  EXPECT_EQ(nn::swiglu_hidden_size_pi(256), 832);
-  nn::FFNConfig pi_cfg;
-  pi_cfg.dim = 256;
-  pi_cfg.kind = "swiglu";
-  pi_cfg.sizing = "pi";
-  EXPECT_EQ(pi_cfg.hidden_size(), 832);
-  pi_cfg.sizing = "bogus";
-  EXPECT_THROW(pi_cfg.hidden_size(), Error);
+  // The older MiniMind rule: 64 * ceil(int(8C/3) / 64).
+  EXPECT_EQ(nn::swiglu_hidden_size_8_3(512), 1408);
+  EXPECT_EQ(nn::swiglu_hidden_size_8_3(768), 2048);
+  EXPECT_EQ(nn::swiglu_hidden_size_8_3(64), 192);
+  EXPECT_EQ(nn::swiglu_hidden_size_8_3(8), 64);
+  nn::FFNConfig cfg;
+  cfg.dim = 256;
+  cfg.kind = "swiglu";
+  EXPECT_EQ(cfg.sizing, "pi");
+  EXPECT_EQ(cfg.hidden_size(), 832);
+  cfg.sizing = "8/3";
+  EXPECT_EQ(cfg.hidden_size(), 704);  // int(682.67) = 682 -> 11 * 64
+  cfg.hidden = 100;
+  EXPECT_EQ(cfg.hidden_size(), 100);  // an explicit size wins
+  cfg.hidden = 0;
+  cfg.sizing = "bogus";
+  expect_error([&] { cfg.hidden_size(); }, {"FeedForward: sizing must be \"pi\" or \"8/3\", got \"bogus\""});
   nn::FFNConfig mlp;
   mlp.dim = 10;
   EXPECT_EQ(mlp.hidden_size(), 40);
-  nn::FeedForward swiglu(nn::FFNConfig{.dim = 64, .kind = "swiglu"});
-  EXPECT_EQ(swiglu.gate_proj->weight.shape(), (Shape{192, 64}));
+  nn::FeedForward swiglu(nn::FFNConfig{.dim = 64, .kind = "swiglu"});  // the default: the pi rule
+  EXPECT_EQ(swiglu.gate_proj->weight.shape(), (Shape{256, 64}));
+  EXPECT_EQ(swiglu.down_proj->weight.shape(), (Shape{64, 256}));
+  EXPECT_FALSE(swiglu.gate_proj->bias.defined());
+  EXPECT_FALSE(swiglu.up_proj->bias.defined());
   EXPECT_FALSE(swiglu.down_proj->bias.defined());
-  EXPECT_EQ(swiglu.num_parameters(), 3 * 192 * 64);
-  EXPECT_THROW(nn::FeedForward(nn::FFNConfig{.dim = 4, .kind = "moe"}), Error);
+  EXPECT_EQ(swiglu.num_parameters(), 3 * 256 * 64);
+  nn::FeedForward swiglu83(nn::FFNConfig{.dim = 64, .kind = "swiglu", .sizing = "8/3"});
+  EXPECT_EQ(swiglu83.num_parameters(), 3 * 192 * 64);
+  expect_error([] { nn::FeedForward(nn::FFNConfig{.dim = 4, .kind = "moe"}); },
+               {"FeedForward: unknown kind 'moe', expected mlp or swiglu"});
 }
 
 TEST(FFN, SwiGLUMatchesFormulaAndGradchecks) {
@@ -136,6 +152,51 @@ TEST(Block, DeepNormConstantsAndInit) {
   EXPECT_FALSE(scaled(deep.attn->v_proj->weight, pre.attn->v_proj->weight, 1.0));
 }
 
+TEST(Block, DeepNormForwardAppliesAlphaAndInitIsScaledByBeta) {
+  // N = 6 layers: alpha = (2N)^(1/4) = 12^(1/4), beta = (8N)^(-1/4) = 48^(-1/4), written out here rather than
+  // taken from the config, so a wrong formula there fails.
+  const double alpha = std::sqrt(std::sqrt(12.0)), beta = 1.0 / std::sqrt(std::sqrt(48.0));
+  nn::BlockConfig c = small_block("deepnorm", "layernorm");
+  c.attn.dim = c.ffn.dim = 64;
+  c.attn.n_heads = 4;
+  c.ffn.hidden = 256;
+  c.n_layers = 6;
+  Generator g(11);
+  nn::Block b(c, g);
+
+  // Init: every Linear is U(-k, k) with k = 1/sqrt(fan_in), times beta for v_proj, o_proj and the FFN. For
+  // U(-k, k): mean 0 (standard error k / sqrt(3 n)), variance k^2 / 3, and max |w| just under k.
+  auto expect_uniform = [](const Tensor& w, double k, const std::string& what) {
+    std::vector<double> v = w.to_vector<double>();
+    const double n = double(v.size());
+    double sum = 0, sum_sq = 0, max_abs = 0;
+    for (double e : v) sum += e, sum_sq += e * e, max_abs = std::max(max_abs, std::abs(e));
+    const double mean = sum / n, var = sum_sq / n - mean * mean;
+    EXPECT_NEAR(mean, 0.0, 4 * k / std::sqrt(3 * n)) << what;
+    EXPECT_NEAR(var / (k * k / 3), 1.0, 0.06) << what;  // 4096+ draws: the ratio's std is ~0.014
+    EXPECT_LE(max_abs, k) << what;
+    EXPECT_GT(max_abs, 0.99 * k) << what;
+  };
+  const double k64 = 1 / std::sqrt(64.0), k256 = 1 / std::sqrt(256.0);
+  expect_uniform(b.attn->q_proj->weight, k64, "q_proj (not scaled)");
+  expect_uniform(b.attn->k_proj->weight, k64, "k_proj (not scaled)");
+  expect_uniform(b.attn->v_proj->weight, beta * k64, "v_proj");
+  expect_uniform(b.attn->o_proj->weight, beta * k64, "o_proj");
+  expect_uniform(b.ffn->fc1->weight, beta * k64, "ffn fc1");
+  expect_uniform(b.ffn->fc2->weight, beta * k256, "ffn fc2");
+
+  // Forward: x -> norm1(alpha x + attn(x)) -> norm2(alpha h + ffn(h)), from the block's own sublayers.
+  Tensor x = randn({2, 5, 64}, g);
+  Tensor h = b.norm1->forward(x * alpha + b.attn->forward(x));
+  Tensor want = b.norm2->forward(h * alpha + b.ffn->forward(h));
+  Tensor y = b(x);
+  EXPECT_LE(ng::testing::max_abs_diff(y, want), 1e-6);
+  // alpha matters: the same sublayers without it give another output.
+  Tensor h1 = b.norm1->forward(x + b.attn->forward(x));
+  Tensor without = b.norm2->forward(h1 + b.ffn->forward(h1));
+  EXPECT_GT(ng::testing::max_abs_diff(y, without), 1e-2);
+}
+
 TEST(Block, VariantsComputeWhatTheySay) {
   Generator g(4);
   Tensor x = randn({2, 5, 8}, g);
@@ -165,5 +226,6 @@ TEST(Block, VariantsComputeWhatTheySay) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown norm_position 'sandwich'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(nn::Block(small_block("pre", "batchnorm")), Error);
+  expect_error([] { nn::Block(small_block("pre", "batchnorm")); },
+               {"make_norm: unknown norm 'batchnorm', expected layernorm or rmsnorm"});
 }

@@ -1,11 +1,15 @@
 // nn::Linear: init distribution, forward against a hand loop, gradcheck, errors; activation modules.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 TEST(Linear, InitStatisticsMatchKaimingUniformA5) {
   // PyTorch's default: weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
@@ -27,6 +31,30 @@ TEST(Linear, InitStatisticsMatchKaimingUniformA5) {
   EXPECT_EQ(lin.bias.shape(), (Shape{out}));
   EXPECT_EQ(lin.weight.shape(), (Shape{out, in}));
   EXPECT_EQ(lin.num_parameters(), in * out + out);
+}
+
+TEST(Linear, BiasInitStatisticsMatchUniformOverFanIn) {
+  // The bias is U(-1/sqrt(fan_in), 1/sqrt(fan_in)) too: fan_in 16 (bound 0.25) and 65536 outputs, so the
+  // bias alone has enough draws for its statistics (and a bound from fan_out, 1/256, would be far off).
+  Generator g(12);
+  const int64_t in = 16, out = 65536;
+  nn::Linear lin(in, out, true, g);
+  const double bound = 1.0 / std::sqrt(double(in));
+  std::vector<double> b = lin.bias.to_vector<double>();
+  ASSERT_EQ(b.size(), size_t(out));
+  double lo = 1e9, hi = -1e9, s = 0, s2 = 0;
+  for (double v : b) lo = std::min(lo, v), hi = std::max(hi, v), s += v, s2 += v * v;
+  const double n = double(b.size()), mean = s / n, var = s2 / n - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 4 * bound / std::sqrt(3 * n));  // 4 standard errors
+  // variance (1/fan_in)/3; the estimate's relative standard error is sqrt(0.8 / n) ~ 0.35%
+  EXPECT_NEAR(var, bound * bound / 3.0, 0.02 * bound * bound / 3.0);
+  EXPECT_GE(lo, -bound);
+  EXPECT_LE(hi, bound);
+  EXPECT_GT(hi, 0.999 * bound);
+  EXPECT_LT(lo, -0.999 * bound);
+  // Not the weight's numbers again: bias and weight are separate draws.
+  std::vector<double> w0 = lin.weight.narrow(0, 0, 1).contiguous().to_vector<double>();
+  EXPECT_NE(std::vector<double>(b.begin(), b.begin() + in), w0);
 }
 
 TEST(Linear, SameGeneratorSeedGivesSameWeights) {
@@ -78,8 +106,13 @@ TEST(Linear, ErrorsNameShapes) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(nn::Linear(0, 3), Error);
-  EXPECT_THROW(F::linear(zeros({2, 4}), zeros({3, 4}), zeros({4})), Error);
+  expect_error([] { nn::Linear(0, 3); },
+               {"Linear: expected positive in_features and out_features, got 0 and 3"});
+  expect_error(
+      [] {
+        F::linear(zeros({2, 4}), zeros({3, 4}), zeros({4}));
+      },
+      {"linear: bias has shape (4), expected (3) to match weight (3, 4)"});
 }
 
 TEST(Activations, ModulesMatchOps) {

@@ -1,11 +1,17 @@
-// Embedding (init, lookup, gradient), Dropout (train/eval, generator), nn::cast_.
+// Embedding (init, lookup, gradient), Dropout (train/eval, generator), nn::cast_, and the Module base
+// (zero_grad and train/eval reach every submodule).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 TEST(Embedding, InitIsStandardNormalAndLookupIsRows) {
   Generator g(1);
@@ -24,7 +30,8 @@ TEST(Embedding, InitIsStandardNormalAndLookupIsRows) {
     EXPECT_EQ(o[size_t(j)], w[size_t(3 * 64 + j)]);
     EXPECT_EQ(o[size_t(2 * 64 + j)], w[size_t(499 * 64 + j)]);
   }
-  EXPECT_THROW(nn::Embedding(0, 4), Error);
+  expect_error([] { nn::Embedding(0, 4); },
+               {"Embedding: expected positive num_embeddings and embedding_dim, got 0 and 4"});
 }
 
 TEST(Embedding, GradientScatterAddsRepeatedIds) {
@@ -62,7 +69,7 @@ TEST(Dropout, TrainDropsAndScalesEvalIsIdentity) {
   Generator g1(9), g2(9);
   nn::Dropout a(0.5, g1), b(0.5, g2);
   EXPECT_EQ(a(x).to_vector<double>(), b(x).to_vector<double>());
-  EXPECT_THROW(nn::Dropout(1.0), Error);
+  expect_error([] { nn::Dropout(1.0); }, {"Dropout: expected 0 <= p < 1, got 1"});
 }
 
 TEST(Cast, ConvertsInPlaceKeepingIdentity) {
@@ -78,5 +85,92 @@ TEST(Cast, ConvertsInPlaceKeepingIdentity) {
   EXPECT_TRUE(lin.weight.requires_grad());
   Tensor y = lin(randn({2, 3}, g, DType::f64));
   EXPECT_EQ(y.dtype(), DType::f64);
-  EXPECT_THROW(nn::cast_(lin, DType::i64), Error);
+  expect_error([&] { nn::cast_(lin, DType::i64); }, {"cast_: expected a floating dtype, got i64"});
+}
+
+namespace {
+
+// Every module of a tree, depth first, with its dotted path ("" for the root).
+void walk(const nn::Module& m, const std::string& path,
+          std::vector<std::pair<std::string, const nn::Module*>>& out) {
+  out.emplace_back(path, &m);
+  for (const auto& [name, child] : m.named_children())
+    walk(*child, path.empty() ? name : path + "." + name, out);
+}
+
+}  // namespace
+
+TEST(Module, ZeroGradDropsEveryParametersGradRecursively) {
+  // A TinyLM: parameters sit three levels down (blocks.0.attn.q_proj.weight).
+  nn::TinyLMConfig c;
+  c.vocab_size = 7;
+  c.dim = 8;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.norm_position = "pre";
+  nn::TinyLM model(c);
+  Tensor tokens = from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, Shape{1, 6});
+  model.loss(tokens, tokens).backward();
+  const nn::NamedTensors params = model.named_parameters();
+  ASSERT_GT(params.size(), 10u);
+  int deep = 0;
+  for (const auto& [name, p] : params) {
+    ASSERT_TRUE(p.grad().defined()) << name << " got no gradient";
+    deep += std::count(name.begin(), name.end(), '.') >= 3;
+  }
+  EXPECT_GT(deep, 0);  // some parameters live in sub-sub-modules
+  model.zero_grad();
+  for (const auto& [name, p] : params) EXPECT_FALSE(p.grad().defined()) << name;
+  // The next backward starts from zero, not from the old gradient: it equals a fresh model's first one.
+  model.loss(tokens, tokens).backward();
+  std::vector<Tensor> first;
+  for (const auto& [name, p] : params) first.push_back(p.grad().clone());
+  model.zero_grad();
+  model.loss(tokens, tokens).backward();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_EQ(params[i].second.grad().to_vector<double>(), first[i].to_vector<double>()) << params[i].first;
+}
+
+TEST(Module, TrainAndEvalRecurseIntoSubmodules) {
+  // Sequential(Linear, BatchNorm1d, Sequential(Dropout, Linear)): the flags and the behaviour of the inner
+  // Dropout and BatchNorm follow the root's train()/eval().
+  Generator g(6);
+  auto bn = std::make_shared<nn::BatchNorm1d>(4);
+  auto drop = std::make_shared<nn::Dropout>(0.5, g);
+  auto inner = std::make_shared<nn::Sequential>();
+  inner->push_back(drop);
+  inner->push_back(std::make_shared<nn::Linear>(4, 3, true, g));
+  nn::Sequential root;
+  root.push_back(std::make_shared<nn::Linear>(5, 4, true, g));
+  root.push_back(bn);
+  root.push_back(inner);
+  std::vector<std::pair<std::string, const nn::Module*>> all;
+  walk(root, "", all);
+  ASSERT_EQ(all.size(), 6u);  // root, 0, 1, 2, 2.0, 2.1
+  for (const auto& [path, m] : all) EXPECT_TRUE(m->is_training()) << path;
+
+  Tensor x = randn({8, 5}, g);
+  Tensor a = root(x), b = root(x);
+  EXPECT_NE(a.to_vector<double>(), b.to_vector<double>());  // training: a fresh dropout mask each call
+  EXPECT_EQ(bn->num_batches_tracked.item(), 2.0);           // and BatchNorm updates its running stats
+
+  root.eval();
+  for (const auto& [path, m] : all) EXPECT_FALSE(m->is_training()) << path;
+  const std::vector<double> running = bn->running_mean.to_vector<double>();
+  Tensor e1 = root(x), e2 = root(x);
+  EXPECT_EQ(e1.to_vector<double>(), e2.to_vector<double>());  // no dropout in eval
+  EXPECT_EQ(bn->running_mean.to_vector<double>(), running);   // running stats left alone
+  EXPECT_EQ(bn->num_batches_tracked.item(), 2.0);
+  Tensor h = (*root[0])(x);  // eval BatchNorm = the running-stats affine
+  EXPECT_EQ(
+      (*root[1])(h).to_vector<double>(),
+      F::batch_norm(h, bn->running_mean, bn->running_var, bn->weight, bn->bias, false).to_vector<double>());
+
+  root.train();
+  for (const auto& [path, m] : all) EXPECT_TRUE(m->is_training()) << path;
+  // eval() on a child alone reaches its own children and nothing above it.
+  inner->eval();
+  EXPECT_TRUE(root.is_training());
+  EXPECT_TRUE(bn->is_training());
+  EXPECT_FALSE(drop->is_training());
 }

@@ -4,8 +4,10 @@
 #include <cmath>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 TEST(Rope, MatchesReferenceLoopAndKeepsNorms) {
   Generator g(1);
@@ -70,6 +72,10 @@ TEST(Rope, Errors) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(rope_tables(4, 5, 1e6, DType::f32), Error);
-  EXPECT_THROW(apply_rope(zeros({1, 4, 2, 4}, DType::f64), tables.cos, tables.sin), Error);  // dtype
+  expect_error([] { rope_tables(4, 5, 1e6, DType::f32); }, {"rope: head size must be even, got 5"});
+  expect_error(
+      [&] {
+        apply_rope(zeros({1, 4, 2, 4}, DType::f64), tables.cos, tables.sin);
+      },
+      {"rope: tables have dtype f32, expected x's dtype f64"});
 }

@@ -5,8 +5,10 @@
 #include <cmath>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 namespace {
 
@@ -50,8 +52,12 @@ TEST(TinyLM, StructureNamesAndTying) {
   nn::TinyLM learned(c);
   ASSERT_NE(learned.pos_emb, nullptr);
   EXPECT_EQ(learned.pos_emb->weight.shape(), (Shape{4, 8}));
-  EXPECT_THROW(learned(zeros({1, 5}, DType::i64)), Error);
-  EXPECT_THROW(m(zeros({1, 5})), Error);  // f32 tokens
+  expect_error(
+      [&] {
+        learned(zeros({1, 5}, DType::i64));
+      },
+      {"TinyLM: sequence length 5 exceeds max_seq_len 4 of the learned position table"});
+  expect_error([&] { m(zeros({1, 5})); }, {"TinyLM: expected tokens (B, T) of dtype i64, got f32 (1, 5)"});
 }
 
 TEST(TinyLM, ConfigJsonRoundTripAndErrors) {
@@ -73,9 +79,10 @@ TEST(TinyLM, ConfigJsonRoundTripAndErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unexpected key 'colour'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(nn::TinyLMConfig::from_json("{not json"), Error);
+  expect_error([] { nn::TinyLMConfig::from_json("{not json"); },
+               {"TinyLMConfig::from_json: invalid JSON", "parse error at line 1, column 3"});
   auto bad = tiny(0);
-  EXPECT_THROW(nn::TinyLM{bad}, Error);
+  expect_error([&] { nn::TinyLM{bad}; }, {"TinyLMConfig: vocab_size must be > 0, got 0"});
 }
 
 TEST(TinyLM, GradcheckLossWithRespectToEveryParameter) {
@@ -125,7 +132,11 @@ TEST(TinyLM, LossIsCrossEntropyOfTheLogits) {
     want += (mx + std::log(z) - logits[size_t(r * 7 + t[size_t(r)])]) / 6;
   }
   EXPECT_NEAR(m.loss(tokens, targets).item(), want, 1e-5);
-  EXPECT_THROW(m.loss(tokens, zeros({2, 4}, DType::i64)), Error);
+  expect_error(
+      [&] {
+        m.loss(tokens, zeros({2, 4}, DType::i64));
+      },
+      {"TinyLM::loss: targets have shape (2, 4), expected the tokens' shape (2, 3)"});
 }
 
 TEST(TinyLM, LearnsARepeatedTextAndSamplesIt) {
@@ -192,8 +203,10 @@ TEST(Sampling, ReproducibleForASeed) {
   lc.max_seq_len = 4;
   nn::TinyLM learned(lc);
   EXPECT_EQ(nn::generate(learned, prompt, 10, 1.0, 3, 1).size(), 13u);
-  EXPECT_THROW(nn::generate(m, {}, 3), Error);
-  EXPECT_THROW(nn::generate(m, {9}, 3), Error);
+  expect_error([&] { nn::generate(m, {}, 3); },
+               {"generate: the prompt is empty, expected at least one token"});
+  expect_error([&] { nn::generate(m, {9}, 3); },
+               {"generate: prompt token 9 at position 0 is out of range [0, 9)"});
 }
 
 TEST(Sampling, FromLogitsFollowsTheDistribution) {

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::expect_error;
 
 TEST(CharTokenizer, VocabIsSortedDistinctBytesAndRoundTrips) {
   auto tok = nn::CharTokenizer::from_corpus("hello world");
@@ -47,8 +49,16 @@ TEST(CharTokenizer, UnknownByteAndBadIdAreErrors) {
     EXPECT_NE(std::string(e.what()).find("token 3 at position 1 is out of range [0, 3)"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(nn::CharTokenizer::from_corpus(""), Error);
-  EXPECT_THROW(nn::CharTokenizer::from_vocab({97, 97}), Error);
-  EXPECT_THROW(nn::CharTokenizer::from_vocab({300}), Error);
-  EXPECT_THROW(nn::CharTokenizer().encode("a"), Error);
+  expect_error([] { nn::CharTokenizer::from_corpus(""); },
+               {"CharTokenizer: cannot build a vocabulary from an empty corpus"});
+  expect_error(
+      [] {
+        nn::CharTokenizer::from_vocab({97, 97});
+      },
+      {"CharTokenizer: vocabulary entry 1 (byte 97) appears twice"});
+  expect_error([] { nn::CharTokenizer::from_vocab({300}); },
+               {"CharTokenizer: vocabulary entry 0 is 300, expected a byte 0..255"});
+  expect_error(
+      [] { nn::CharTokenizer().encode("a"); },
+      {"CharTokenizer::encode: the tokenizer has no vocabulary, expected one built by from_corpus()"});
 }

@@ -7,13 +7,32 @@ using namespace normtest;
 
 namespace {
 
-// F::batch_norm in training with COPIES of the running stats, so gradcheck's many forward passes leave the
-// real ones alone.
+// F::batch_norm in training on COPIES of the running stats. A training call updates the running stats it is
+// given, in place (BatchNorm.GradcheckTrainingRandomShapesRunningStatsUntouched shows it), and gradcheck
+// calls its function 1 + 2 * (number of checked elements) times: handed the real ones, the finite-difference
+// passes would move them by hundreds of momentum steps. The copies take those updates instead.
 Tensor bn_train(const std::vector<Tensor>& in, const Tensor& rm, const Tensor& rv) {
   Tensor rm_copy = rm.clone(), rv_copy = rv.clone();
   return F::batch_norm(in[0], rm_copy, rv_copy, in.size() > 1 ? in[1] : Tensor(),
                        in.size() > 2 ? in[2] : Tensor(),
                        /*training=*/true);
+}
+
+// Per channel of x (N, C, *): the batch mean and the UNBIASED batch variance, in f64 from the formula.
+void channel_stats(const Tensor& x, std::vector<double>& mean, std::vector<double>& unbiased_var) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.numel() / (N * C);
+  std::vector<double> v = x.contiguous().to_vector<double>();
+  mean.assign(size_t(C), 0.0);
+  unbiased_var.assign(size_t(C), 0.0);
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) mean[c] += v[(n * C + c) * S + s] / double(N * S);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const double d = v[(n * C + c) * S + s] - mean[c];
+        unbiased_var[c] += d * d / double(N * S - 1);
+      }
+  }
 }
 
 }  // namespace
@@ -75,19 +94,73 @@ TEST(BatchNorm, MomentumNoneIsCumulativeAverage) {
 }
 
 TEST(BatchNorm, GradcheckTrainingRandomShapesRunningStatsUntouched) {
+  // Three facts, each of which can fail:
+  //   1. a training call DOES write the running stats it is given: exactly one momentum step, with the batch
+  //      mean and the unbiased batch variance (so "untouched" below is not true by accident);
+  //   2. gradcheck through a closure that hands F::batch_norm copies passes, and leaves the caller's running
+  //      stats bitwise as they were, while the copies really took the update on every call;
+  //   3. why the check is not corrupted even where the stats do drift: training normalizes with the batch's
+  //      own statistics, never the running ones, so a gradcheck on the REAL stats still passes, and those
+  //      stats end up moved by one momentum step per forward call (1 + 2 * checked of them).
   uint64_t seed = 60;
+  const double m = 0.1;  // the default momentum
   for (Shape shape : std::vector<Shape>{{4, 3}, {3, 2, 5}, {2, 3, 2, 3}, {5, 1}}) {
     const int64_t C = shape[1];
+    const std::string what = shape_str(shape);
     Tensor x = leaf(shape, ++seed), w = leaf({C}, ++seed, 1.0, 0.5), b = leaf({C}, ++seed);
     Tensor rm = randn({C}, default_generator(), DType::f64),
            rv = uniform({C}, 0.5, 2.0, default_generator(), DType::f64);
-    Tensor rm0 = rm.clone(), rv0 = rv.clone();
-    expect_gradcheck([&](const std::vector<Tensor>& in) { return bn_train(in, rm, rv); }, {x, w, b},
-                     "batch_norm train " + shape_str(shape));
+    const Tensor rm0 = rm.clone(), rv0 = rv.clone();
+    std::vector<double> bmean, bvar;
+    channel_stats(x.detach(), bmean, bvar);
+    const std::vector<double> rm0v = rm0.to_vector<double>(), rv0v = rv0.to_vector<double>();
+
+    // 1. One training call on (copies of) the running stats: new = (1 - m) old + m batch.
+    Tensor rm1 = rm0.clone(), rv1 = rv0.clone();
+    F::batch_norm(x.detach(), rm1, rv1, w.detach(), b.detach(), /*training=*/true);
+    for (int64_t c = 0; c < C; ++c) {
+      EXPECT_NEAR(rm1.to_vector<double>()[c], (1 - m) * rm0v[c] + m * bmean[c], 1e-12) << what;
+      EXPECT_NEAR(rv1.to_vector<double>()[c], (1 - m) * rv0v[c] + m * bvar[c], 1e-12) << what;
+    }
+
+    // 2. gradcheck with copies: count the calls and keep the last call's copies.
+    int calls = 0;
+    Tensor last_rm, last_rv;
+    auto with_copies = [&](const std::vector<Tensor>& in) {
+      ++calls;
+      last_rm = rm.clone();
+      last_rv = rv.clone();
+      return F::batch_norm(in[0], last_rm, last_rv, in[1], in[2], /*training=*/true);
+    };
+    GradcheckResult r = gradcheck(with_copies, {x, w, b});
+    EXPECT_TRUE(r.ok) << what << ": " << r.message();
+    EXPECT_EQ(r.checked, x.numel() + 2 * C) << what;
+    EXPECT_EQ(calls, 1 + 2 * r.checked) << what;
+    EXPECT_TRUE(bitwise_equal(rm, rm0)) << what << ": running_mean changed by the finite-difference passes";
+    EXPECT_TRUE(bitwise_equal(rv, rv0)) << what << ": running_var changed by the finite-difference passes";
+    // The last call perturbed only the bias (x as given): its copies hold exactly the one step of part 1.
+    EXPECT_TRUE(bitwise_equal(last_rm, rm1)) << what;
+    EXPECT_TRUE(bitwise_equal(last_rv, rv1)) << what;
     expect_gradcheck([&](const std::vector<Tensor>& in) { return bn_train(in, rm, rv); }, {x},
-                     "batch_norm train no affine " + shape_str(shape));
-    EXPECT_TRUE(bitwise_equal(rm, rm0)) << "running_mean changed by the finite-difference passes";
-    EXPECT_TRUE(bitwise_equal(rv, rv0)) << "running_var changed by the finite-difference passes";
+                     "batch_norm train no affine " + what);
+    EXPECT_TRUE(bitwise_equal(rm, rm0)) << what;
+
+    // 3. On the real stats: the gradient is the same, the stats have drifted, one step per call.
+    Tensor rm_real = rm0.clone(), rv_real = rv0.clone();
+    GradcheckResult drift = gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return F::batch_norm(in[0], rm_real, rv_real, in[1], in[2], /*training=*/true);
+        },
+        {x, w, b});
+    EXPECT_TRUE(drift.ok) << what << ": " << drift.message();
+    EXPECT_EQ(drift.analytic, r.analytic) << what;
+    const double keep = std::pow(1 - m, double(1 + 2 * drift.checked));  // (1 - m)^calls of the old value
+    for (int64_t c = 0; c < C; ++c) {
+      // Each call's batch differs from x by at most one eps-sized perturbation: the stats move by ~1e-6.
+      EXPECT_NEAR(rm_real.to_vector<double>()[c], keep * rm0v[c] + (1 - keep) * bmean[c], 1e-6) << what;
+      EXPECT_NEAR(rv_real.to_vector<double>()[c], keep * rv0v[c] + (1 - keep) * bvar[c], 1e-6) << what;
+    }
+    EXPECT_GT(max_abs_diff(rm_real, rm0), 1e-3) << what << ": the real stats did drift";
   }
 }
 
@@ -123,6 +196,25 @@ TEST(BatchNorm, GradcheckNonContiguousAndBehindMatmul) {
         return bn_train({matmul(in[0], in[1]), in[2], in[3]}, rm, rv);
       },
       {a, W, w, b}, "batch_norm(a @ W)");
+}
+
+TEST(BatchNorm, GradcheckBehindLinear) {
+  // Training mode with track_running_stats = false: batch statistics and no buffers, so the many forward
+  // passes of gradcheck change no state (with running stats they would drift, see the test above).
+  nn::BatchNorm1d bn(6, 1e-5, 0.1, /*affine=*/true, /*track_running_stats=*/false);
+  ASSERT_TRUE(bn.is_training());
+  expect_gradcheck_behind_linear(
+      bn, {5, 4}, 6, [](const Tensor& h) { return h; }, 78, "BatchNorm1d(Linear)");
+  // (N, L, 4) -> Linear -> (N, L, 6) -> transposed to (N, 6, L)
+  nn::BatchNorm1d bn3(6, 1e-5, 0.1, true, false);
+  expect_gradcheck_behind_linear(
+      bn3, {2, 3, 4}, 6, [](const Tensor& h) { return h.transpose(1, 2); }, 79,
+      "BatchNorm1d(Linear) (N, C, L)");
+  // eval mode with running statistics (not updated in eval)
+  nn::BatchNorm1d bn_eval(6);
+  bn_eval.eval();
+  expect_gradcheck_behind_linear(
+      bn_eval, {5, 4}, 6, [](const Tensor& h) { return h; }, 80, "BatchNorm1d eval (Linear)");
 }
 
 TEST(BatchNorm, MeanTermDoesNotVanishForDx) {

@@ -60,6 +60,18 @@ TEST(GroupNorm, GradcheckNonContiguousAndBehindMatmul) {
       {a, W, w, b}, "group_norm(a @ W)");
 }
 
+TEST(GroupNorm, GradcheckBehindLinear) {
+  // (N, 5) -> Linear -> (N, 6) -> GroupNorm(3 groups); and (N, L, 5) -> Linear -> (N, L, 6), transposed to a
+  // non-contiguous (N, 6, L), as a channels-last layer in front of a channels-first norm.
+  nn::GroupNorm gn(3, 6);
+  expect_gradcheck_behind_linear(
+      gn, {4, 5}, 6, [](const Tensor& h) { return h; }, 125, "GroupNorm(Linear)");
+  nn::GroupNorm gn2(2, 6);
+  expect_gradcheck_behind_linear(
+      gn2, {2, 3, 5}, 6, [](const Tensor& h) { return h.transpose(1, 2); }, 126,
+      "GroupNorm(Linear) (N, C, L)");
+}
+
 TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
   const int targets = for_each_target([&] {
     struct Case {

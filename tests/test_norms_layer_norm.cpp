@@ -80,6 +80,16 @@ TEST(LayerNorm, GradcheckBehindMatmul) {
       {a, W, w, b}, "layer_norm(a @ W)");
 }
 
+TEST(LayerNorm, GradcheckBehindLinear) {
+  // (B, T, 5) -> Linear -> (B, T, 6) -> LayerNorm over 6, and over the last two dims (T, C) as well.
+  nn::LayerNorm ln(6);
+  expect_gradcheck_behind_linear(
+      ln, {2, 3, 5}, 6, [](const Tensor& h) { return h; }, 35, "LayerNorm(Linear)");
+  nn::LayerNorm ln2(Shape{3, 6});
+  expect_gradcheck_behind_linear(
+      ln2, {2, 3, 5}, 6, [](const Tensor& h) { return h; }, 36, "LayerNorm (3, 6) (Linear)");
+}
+
 TEST(LayerNorm, FastMatchesReferenceOnEveryTarget) {
   const int targets = for_each_target([&] {
     // Odd lengths exercise the SIMD tails; 1 is the degenerate row.
@@ -135,6 +145,76 @@ TEST(LayerNorm, LargeMeanSmallStdIsRightInF32) {
   for (int64_t i = 0; i < n; ++i) v += (y[i] - m) * (y[i] - m);
   EXPECT_NEAR(m, 0.0, 1e-4);
   EXPECT_NEAR(v / double(n), 1.0, 1e-3);
+}
+
+TEST(LayerNorm, LargeMeanSmallStdBackwardIsRightInF32) {
+  // The same hostile rows (mean 1e4, std 1e-2, f32) through the backward, against the whole backward done in
+  // f64 on the same f32 inputs. The backward must centre x as precisely as the forward: a mean rounded to f32
+  // is off by up to ulp(1e4)/2 ~ 5e-4, 5% of the std, which moves every xhat of the row by up to 0.05 and
+  // dweight by as much per row. (Centring with (x - saved mean) failed this test: dweight off by up to 3e-2
+  // of its scale, dx by 1e-3. Measuring the row's offset from the shift, as the backward does, gives ~1e-6.)
+  const int64_t rows = 8;
+  for (int64_t n : {1000, 1027}) {  // 1027: the SIMD tail too
+    Generator gen{uint64_t(n)};
+    Tensor x = randn({rows, n}, gen, DType::f32, 1e4, 1e-2);
+    Tensor w = randn({n}, gen, DType::f32, 1.0, 0.5), dy = randn({rows, n}, gen, DType::f32);
+    const double eps = 1e-8;
+
+    // f64 reference: dx = rstd (g - mean_g - xhat mean_gx), dweight = sum_rows dy xhat, dbias = sum_rows dy.
+    std::vector<double> xs = x.to_vector<double>(), ws = w.to_vector<double>(), dys = dy.to_vector<double>();
+    std::vector<double> dx_ref(xs.size()), dw_ref(size_t(n), 0.0), db_ref(size_t(n), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* xr = xs.data() + r * n;
+      const double* dyr = dys.data() + r * n;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < n; ++i) mean += xr[i];
+      mean /= double(n);
+      for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      const double rstd = 1.0 / std::sqrt(var / double(n) + eps);
+      double mean_g = 0, mean_gx = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double xhat = (xr[i] - mean) * rstd;
+        mean_g += dyr[i] * ws[i] / double(n);
+        mean_gx += dyr[i] * ws[i] * xhat / double(n);
+        dw_ref[i] += dyr[i] * xhat;
+        db_ref[i] += dyr[i];
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const double xhat = (xr[i] - mean) * rstd;
+        dx_ref[r * n + i] = rstd * (dyr[i] * ws[i] - mean_g - xhat * mean_gx);
+      }
+    }
+    // Worst error relative to the largest reference value (dx is ~rstd = 100 times dy).
+    auto rel_err = [](const Tensor& got, const std::vector<double>& want) {
+      std::vector<double> g = got.to_vector<double>();
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::abs(g[i] - want[i]));
+        scale = std::max(scale, std::abs(want[i]));
+      }
+      return worst / scale;
+    };
+
+    for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+      const std::string what =
+          std::string(impl == norms::Impl::fast ? "fast" : "reference") + " n=" + std::to_string(n);
+      auto s = norms::layer_norm_forward(x, n, w, Tensor(), eps, impl);
+      auto g = norms::layer_norm_backward(dy, x, s.mean, s.rstd, w, true, true, true, impl);
+      EXPECT_LT(rel_err(g.dx, dx_ref), 1e-5) << what;
+      EXPECT_LT(rel_err(g.dweight, dw_ref), 1e-5) << what;
+      EXPECT_LT(rel_err(g.dbias, db_ref), 1e-6) << what;
+      // dweight alone (no dx asked for) is the same numbers.
+      auto g_w = norms::layer_norm_backward(dy, x, s.mean, s.rstd, w, false, true, false, impl);
+      EXPECT_TRUE(bitwise_equal(g_w.dweight, g.dweight)) << what;
+    }
+    // And through the autograd op.
+    Tensor xl = x.detach().requires_grad_(), wl = w.detach().requires_grad_();
+    Tensor bl = zeros({n}).requires_grad_();
+    F::layer_norm(xl, {n}, wl, bl, eps).backward(dy);
+    EXPECT_LT(rel_err(xl.grad(), dx_ref), 1e-5) << "F::layer_norm n=" << n;
+    EXPECT_LT(rel_err(wl.grad(), dw_ref), 1e-5) << "F::layer_norm n=" << n;
+    EXPECT_LT(rel_err(bl.grad(), db_ref), 1e-6) << "F::layer_norm n=" << n;
+  }
 }
 
 TEST(LayerNorm, ConstantRowsAreGovernedByEps) {
@@ -237,7 +317,15 @@ TEST(LayerNorm, ModuleParametersAndForward) {
   sum(mul(y, y)).backward();
   ASSERT_TRUE(ln.weight.grad().defined());
   ASSERT_TRUE(ln.bias.grad().defined());
-  // sum(y^2) with y = xhat * w + b: dL/db_i = sum_rows 2 y_i
+  // sum(y^2) with y = xhat * w + b: dL/db_i = sum_rows 2 y_i, and dL/dw_i = sum_rows 2 y_i xhat_i, where
+  // xhat = y at init (w = 1, b = 0). Rows are the 2 samples; i runs over the (3, 4) features.
+  std::vector<double> yv = y.to_vector<double>(), db = ln.bias.grad().to_vector<double>(),
+                      dw = ln.weight.grad().to_vector<double>();
+  ASSERT_EQ(db.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_NEAR(db[i], 2 * (yv[i] + yv[12 + i]), 1e-5) << i;
+    EXPECT_NEAR(dw[i], 2 * (yv[i] * yv[i] + yv[12 + i] * yv[12 + i]), 1e-5) << i;
+  }
   nn::LayerNorm no_affine(4, 1e-5, false);
   EXPECT_EQ(no_affine.parameters().size(), 0u);
   nn::LayerNorm no_bias(4, 1e-5, true, false);
@@ -268,6 +356,71 @@ TEST(Norms, EachOpIsOneAutogradNodeWhoseEdgesAreTheInputs) {
     for (const Edge& e : c.y.grad_fn()->next_edges) {
       ASSERT_TRUE(e.valid()) << c.name;
       EXPECT_EQ(e.fn->name(), "AccumulateGrad") << c.name;
+    }
+  }
+}
+
+TEST(Norms, MixedFloatDtypesAreAnErrorExceptHalfXWithF32Params) {
+  // The rule (nn/norms/norms.h): weight and bias have x's dtype, or f32 when x is f16/bf16. A norm never
+  // rounds a parameter silently.
+  Generator gen(12);
+  Tensor x32 = randn({4, 6, 2}, gen);
+  const std::string tail = "mixed float dtypes are not converted silently";
+  expect_error([&] { F::layer_norm(x32, {2}, ones({2}, DType::f64)); },
+               {"layer_norm: weight has dtype f64, expected f32 to match x (f32)", tail});
+  expect_error([&] { F::layer_norm(x32, {2}, ones({2}), zeros({2}, DType::f64)); },
+               {"layer_norm: bias has dtype f64, expected f32 to match x (f32)", tail});
+  expect_error([&] { F::rms_norm(x32.to(DType::f64), ones({2})); },
+               {"rms_norm: weight has dtype f32, expected f64 to match x (f64)", tail});
+  expect_error(
+      [&] { F::batch_norm(x32.to(DType::f16), Tensor(), Tensor(), ones({6}, DType::bf16), Tensor(), true); },
+      {"batch_norm: weight has dtype bf16, expected f16 or f32 to match x (f16)", tail});
+  expect_error([&] { F::group_norm(x32.to(DType::bf16), 3, ones({6}), zeros({6}, DType::f64)); },
+               {"group_norm: bias has dtype f64, expected bf16 or f32 to match x (bf16)", tail});
+  expect_error([&] { F::group_norm(x32, 3, ones({6}, DType::f16)); },
+               {"group_norm: weight has dtype f16, expected f32 to match x (f32)"});
+  // A module's parameters are f32 until the module is cast (nn::cast_), so an f64 input is refused.
+  nn::LayerNorm ln(2);
+  expect_error([&] { ln(x32.to(DType::f64)); }, {"layer_norm: weight has dtype f32, expected f64"});
+  nn::cast_(ln, DType::f64);
+  EXPECT_EQ(ln(x32.to(DType::f64)).dtype(), DType::f64);
+
+  // Allowed: f16/bf16 x with f32 parameters, or with parameters in x's own dtype. The kernels compute in
+  // f32 either way, so the two give bitwise the same output; each gradient comes back in its parameter's
+  // dtype.
+  for (DType half : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(half));
+    Tensor xh = x32.to(half);
+    Tensor w6 = randn({6}, gen).to(half), b6 = randn({6}, gen).to(half), w2 = randn({2}, gen).to(half);
+    struct Run {
+      const char* name;
+      std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> fn;
+      Tensor w, b;
+    };
+    std::vector<Run> runs = {
+        {"layer_norm", [](auto& x, auto& w, auto&) { return F::layer_norm(x, {2}, w); }, w2, Tensor()},
+        {"rms_norm", [](auto& x, auto& w, auto&) { return F::rms_norm(x, w); }, w2, Tensor()},
+        {"batch_norm",
+         [](auto& x, auto& w, auto& b) { return F::batch_norm(x, Tensor(), Tensor(), w, b, true); }, w6, b6},
+        {"group_norm", [](auto& x, auto& w, auto& b) { return F::group_norm(x, 3, w, b); }, w6, b6},
+    };
+    for (const Run& r : runs) {
+      Tensor w_own = r.w.detach().requires_grad_();
+      Tensor w_f32 = r.w.to(DType::f32).requires_grad_();
+      Tensor b_own = r.b.defined() ? r.b.detach().requires_grad_() : Tensor();
+      Tensor b_f32 = r.b.defined() ? r.b.to(DType::f32).requires_grad_() : Tensor();
+      Tensor y_own = r.fn(xh, w_own, b_own), y_f32 = r.fn(xh, w_f32, b_f32);
+      EXPECT_EQ(y_own.dtype(), half) << r.name;
+      EXPECT_TRUE(bitwise_equal(y_own, y_f32)) << r.name;
+      Tensor dy = randn(xh.shape(), gen).to(half);
+      y_own.backward(dy);
+      y_f32.backward(dy);
+      EXPECT_EQ(w_own.grad().dtype(), half) << r.name;
+      EXPECT_EQ(w_f32.grad().dtype(), DType::f32) << r.name;
+      EXPECT_TRUE(bitwise_equal(w_own.grad(), w_f32.grad().to(half))) << r.name;
+      if (b_own.defined()) {
+        EXPECT_EQ(b_own.grad().dtype(), half) << r.name;
+      }
     }
   }
 }

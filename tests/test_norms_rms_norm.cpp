@@ -43,6 +43,12 @@ TEST(RMSNorm, GradcheckNonContiguousAndBehindMatmul) {
                    {a, W, w7}, "rms_norm(a @ W)");
 }
 
+TEST(RMSNorm, GradcheckBehindLinear) {
+  nn::RMSNorm norm(6);  // (B, T, 5) -> Linear -> (B, T, 6) -> RMSNorm, as in a Pre-LN block
+  expect_gradcheck_behind_linear(
+      norm, {2, 3, 5}, 6, [](const Tensor& h) { return h; }, 45, "RMSNorm(Linear)");
+}
+
 TEST(RMSNorm, FastMatchesReferenceOnEveryTarget) {
   const int targets = for_each_target([&] {
     for (int64_t n : {1, 2, 3, 7, 8, 15, 17, 33, 100, 1027}) {

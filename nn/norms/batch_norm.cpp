@@ -35,6 +35,8 @@
 #include "autograd/function.h"
 #include "nn/norms/batch_norm.h"
 #include "nn/norms/norm_math.h"
+#include "tensor/device_kernels.h"
+#include "tensor/ops/elementwise.h"
 
 #if HWY_ONCE
 namespace ng::norms {
@@ -679,8 +681,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Shape cshape{C};
   norms::check_affine(weight, "weight", cshape, x, "the channel dimension", op);
   norms::check_affine(bias, "bias", cshape, x, "the channel dimension", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
   norms::check_affine(running_mean, "running_mean", cshape, x, "the channel dimension", op);
   norms::check_affine(running_var, "running_var", cshape, x, "the channel dimension", op);
+  // The dispatch table has no BatchNorm entry (the CUDA backend's is ng::cuda::batch_norm): mixed devices are
+  // an error naming both, and a device x is refused here rather than read as host memory.
+  if (on_device({x, weight, bias, running_mean, running_var}, op)) check_cpu(x, op);
   NG_CHECK(running_mean.defined() == running_var.defined(), op,
            "expected both running_mean and running_var, or neither");
   NG_CHECK(training || running_mean.defined(), op,

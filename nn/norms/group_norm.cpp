@@ -32,6 +32,8 @@
 #include "nn/norms/batch_norm.h"
 #include "nn/norms/group_norm.h"
 #include "nn/norms/norm_math.h"
+#include "tensor/device_kernels.h"
+#include "tensor/ops/elementwise.h"
 
 #if HWY_ONCE
 namespace ng::norms {
@@ -703,6 +705,11 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
            ", got x ", shape_str(x.shape()));
   norms::check_affine(weight, "weight", Shape{C}, x, "the channel dimension", op);
   norms::check_affine(bias, "bias", Shape{C}, x, "the channel dimension", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
+  // The dispatch table has no GroupNorm entry (the CUDA backend's is ng::cuda::group_norm): mixed devices are
+  // an error naming both, and a device x is refused here rather than read as host memory.
+  if (on_device({x, weight, bias}, op)) check_cpu(x, op);
 
   // x: (N, C, S) once contiguous; weight, bias: (C) in the compute dtype.
   const DType acc = compute_dtype(x.dtype());

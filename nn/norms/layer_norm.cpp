@@ -12,8 +12,9 @@
 //
 // The statistics are per row, so a sample never sees its neighbours: training and inference compute the
 // same thing, and a batch of one works. weight, bias are per feature, shared by all rows.
-// Saved for backward: mean and rstd (one number each per row); xhat is recomputed from x (it costs one
-// subtract and one multiply per element, while caching it would double the memory the graph holds).
+// Saved for backward: mean and rstd (one number each per row); xhat is recomputed from x (it costs two
+// subtracts and one multiply per element, while caching it would double the memory the graph holds). The
+// saved mean serves as the backward's shift, not as the mean itself (section 4 says why).
 //
 // Layout of this file (read it top to bottom):
 //   1. formula (above)  2. scalar reference loop  3. fast Highway + OpenMP kernel
@@ -23,6 +24,9 @@
 // This file is compiled once per SIMD target (Highway dynamic dispatch, see
 // tensor/kernels/elementwise_simd.cpp): the parts inside `#if HWY_ONCE` are compiled once, the Highway
 // kernels once per target.
+#include <cmath>
+#include <limits>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "nn/norms/layer_norm.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -164,20 +168,33 @@ namespace ng::norms {
 //
 // So  dx_j = r * ( g_j  -  (1/n) sum_i g_i  -  xhat_j (1/n) sum_i g_i xhat_i ).
 //
-// The exact formula coded below (norm_math::centered_norm_dx), with mean_g = (1/n) sum_i g_i and
-// mean_gx = (1/n) sum_i g_i xhat_i, two sums per row and then one pass:
+// The formula coded below (norm_math::centered_norm_dx), with mean_g = (1/n) sum_i g_i and
+// mean_gx = (1/n) sum_i g_i xhat_i (the next paragraph computes them precisely):
 //
 //   dx_j = rstd * g_j  -  rstd * mean_g  -  rstd * xhat_j * mean_gx
 //          term 1         term 2            term 3
 //   term 1: x_j -> xhat_j directly; term 2: through the mean; term 3: through the variance.
 //
-// NOTE: xhat is recomputed from the SAVED mean, rounded to the compute type. The forward centres with the
-// exact shift K and d, so its output is right even for a row with mean 1e4 and std 1e-2 in f32; the
-// backward's (x - mean) there carries the mean's rounding, up to ulp(1e4)/2 ~ 5e-4, i.e. ~5% of that row's
-// std. For ordinary rows (|mean| not much larger than the std) the effect is at float rounding level.
+// Recomputing xhat precisely. The saved mean is rounded to the compute type: for a row with mean 1e4 and
+// std 1e-2 in f32 it is off by up to ulp(1e4)/2 ~ 5e-4, 5% of the std, and (x - saved mean) * rstd would move
+// every xhat of the row by up to 0.05. So the backward does what the forward does (section 3): it centres
+// with a shift s and measures the row's offset from s itself. Its shift is the saved mean s = mean~ (x - s is
+// then exact for the values near it, Sterbenz, and the offset d is tiny whatever x_0 is):
+//
+//   c_i = x_i - s,    d = (1/n) sum_i c_i  (= mean - s, to float precision),   xhat_i = (c_i - d) * r.
+//
+// d is only known after a pass over the row, and mean_gx is needed before dx. Both come from the same first
+// pass, since sum_i g_i xhat_i = r (sum_i g_i c_i - d sum_i g_i):
+//
+//   pass 1 (one read of x and dy):  sum_c = sum c_i,  sum_g = sum g_i,  sum_gc = sum g_i c_i
+//   then   d = sum_c / n,  mean_g = sum_g / n,  mean_gx = r * (sum_gc / n - d * mean_g)
+//   pass 2 (the row in cache):      xhat_i = (c_i - d) * r;  dweight_i += dy_i xhat_i;  dbias_i += dy_i;
+//                                    dx_i = r g_i - r mean_g - r xhat_i mean_gx   (terms 1, 2, 3 above)
+//
+// (sum_gc / n - d * mean_g subtracts nothing large: c_i is the size of the row's spread, d smaller still.)
 
-// Reference. dy, x, dx: (rows, n); w: (n) or null; mean, rstd: (rows); dw, db: (n) or null, summed over rows
-// in row order. dx may be null (not needed).
+// Reference. dy, x, dx: (rows, n); w: (n) or null; mean, rstd: (rows), saved by the forward; dw, db: (n) or
+// null, summed over rows in row order. dx may be null (not needed).
 template <typename T, typename A>
 void layer_norm_backward_reference(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx,
                                    A* dw, A* db, int64_t rows, int64_t n) {
@@ -186,30 +203,46 @@ void layer_norm_backward_reference(const T* dy, const T* x, const A* w, const A*
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
     const T* dyr = dy + r * n;
-    const A mu = mean[r], rs = rstd[r];
-    auto xhat = [&](int64_t i) { return (load_acc<A>(xr[i]) - mu) * rs; };
+    const A shift = mean[r], rs = rstd[r];
+    auto c = [&](int64_t i) { return load_acc<A>(xr[i]) - shift; };  // x_i - s
     auto g = [&](int64_t i) { return load_acc<A>(dyr[i]) * (w ? w[i] : A(1)); };
 
-    A sum_g = 0, sum_gx = 0;
+    // pass 1: the row's offset from the shift, and the two sums dx needs
+    A sum_c = 0, sum_g = 0, sum_gc = 0;
     for (int64_t i = 0; i < n; ++i) {
+      sum_c += c(i);
       sum_g += g(i);
-      sum_gx += g(i) * xhat(i);
-      if (dw) dw[i] += load_acc<A>(dyr[i]) * xhat(i);
-      if (db) db[i] += load_acc<A>(dyr[i]);
+      sum_gc += g(i) * c(i);
     }
-    if (!dx) continue;
-    const A mean_g = sum_g / A(n), mean_gx = sum_gx / A(n);
-    for (int64_t i = 0; i < n; ++i)
-      dx[r * n + i] = store_acc<T>(norm_math::centered_norm_dx(g(i), xhat(i), rs, mean_g, mean_gx));
+    const A d = sum_c / A(n);  // mean - shift
+    const A mean_g = sum_g / A(n);
+    const A mean_gx = rs * (sum_gc / A(n) - d * mean_g);
+
+    // pass 2: xhat, the parameter gradients and dx
+    for (int64_t i = 0; i < n; ++i) {
+      const A xhat = (c(i) - d) * rs;
+      if (dw) dw[i] += load_acc<A>(dyr[i]) * xhat;
+      if (db) db[i] += load_acc<A>(dyr[i]);
+      if (dx) dx[r * n + i] = store_acc<T>(norm_math::centered_norm_dx(g(i), xhat, rs, mean_g, mean_gx));
+    }
   }
 }
 
 }  // namespace ng::norms
 #endif  // HWY_ONCE
 
-// The fast backward. Per row two passes (the row is in cache for the second):
-//   pass 1: sum_g, sum_gx (vector accumulators); this chunk's dweight, dbias partial rows += dy*xhat, dy
-//   pass 2: dx = fma(g, rstd, fma(xhat, -rstd * mean_gx, -rstd * mean_g))
+// The fast backward. Per row two passes (the row is in cache for the second), with s = the saved mean and
+// c = x - s. The order differs from the reference loop's in one place, for speed: the dweight, dbias partial
+// rows are updated in pass 1, where the row streams in from memory and the extra loads and stores cost
+// nothing, rather than in pass 2, where they would slow the dx loop by ~25% (measured, 1 thread, 4096 x 1024
+// and 1024 x 4096 f32). But pass 1 does not know d yet, so it adds dy * (c * rstd), and a loop of its own
+// adds the rest, dy * (-d * rstd) (dy * xhat = dy * (c * rstd) + dy * (-d * rstd)), only for a row whose |d *
+// rstd| > eps/2 (half an ulp of 1 in the compute type); below that, xhat would move by less than its own
+// rounding. An ordinary row (|mean| not far above its std) stays below; a row with mean 1e4 and std 1e-2 in
+// f32 does not.
+//   pass 1: sum_c = sum c, sum_g = sum g, sum_gc = sum g c;   dweight += dy * (c * rstd), dbias += dy
+//   pass 2: [dweight += dy * (-d * rstd)];  xhat = fma(c, rstd, -d * rstd);
+//           dx = fma(g, rstd, fma(xhat, -rstd * mean_gx, -rstd * mean_g))
 //                    term 1         term 3              term 2
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
@@ -225,53 +258,70 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t n_main = n - n % L;
   const size_t rest = size_t(n - n_main);
+  const auto tail_mask = hn::FirstN(d, rest);
 
   const T* x_end = x + r1 * n;  // prefetches stay inside this chunk
   const T* dy_end = dy + r1 * n;
   for (int64_t r = r0; r < r1; ++r) {
     const T* HWY_RESTRICT xr = x + r * n;
     const T* HWY_RESTRICT dyr = dy + r * n;
-    const auto vmu = hn::Set(d, mean[r]);
-    const auto vrs = hn::Set(d, rstd[r]);
-    // The tails are zero-padded: there dy = 0, so g, dy * xhat and dy add nothing.
+    const A rs = rstd[r];
+    const auto vs = hn::Set(d, mean[r]);  // the shift s
+    const auto vrs = hn::Set(d, rs);
+    // The tails are zero-padded: there dy = 0, so g, g * c, dy * anything and dy add nothing; c = -s is not
+    // zero there, so sum_c masks it.
     const Tail<D, T> x_tail(xr + n_main, rest), dy_tail(dyr + n_main, rest);
 
     // pass 1
-    auto sum_g = hn::Zero(d), sum_gx = hn::Zero(d);
-    auto step1 = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv, int64_t i, size_t count) {
-      const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
+    auto sum_c = hn::Zero(d), sum_g = hn::Zero(d), sum_gc = hn::Zero(d);
+    auto step1 = [&](hn::Vec<D> c, hn::Vec<D> dyv, hn::Vec<D> wv, int64_t i, size_t count) {
       const auto g = hn::Mul(dyv, wv);
+      sum_c = hn::Add(sum_c, c);
       sum_g = hn::Add(sum_g, g);
-      sum_gx = hn::MulAdd(g, xhat, sum_gx);
+      sum_gc = hn::MulAdd(g, c, sum_gc);
+      const auto cr = hn::Mul(c, vrs);
       if (count == size_t(L)) {
-        if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + i)), d, dw_part + i);
+        if (dw_part) hn::StoreU(hn::MulAdd(dyv, cr, hn::LoadU(d, dw_part + i)), d, dw_part + i);
         if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + i)), d, db_part + i);
       } else {
-        if (dw_part)
-          StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, dw_part + i, count)), dw_part + i, count);
+        if (dw_part) StoreTailA(d, hn::MulAdd(dyv, cr, LoadTailA(d, dw_part + i, count)), dw_part + i, count);
         if (db_part) StoreTailA(d, hn::Add(dyv, LoadTailA(d, db_part + i, count)), db_part + i, count);
       }
     };
     for (int64_t i = 0; i < n_main; i += L) {
       PrefetchAhead(xr + i, x_end);  // the rows come from memory: a page ahead
       PrefetchAhead(dyr + i, dy_end);
-      step1(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, w + i), i, size_t(L));
+      step1(hn::Sub(LoadAs(d, xr + i), vs), LoadAs(d, dyr + i), hn::LoadU(d, w + i), i, size_t(L));
     }
-    if (rest) step1(x_tail.load(d), dy_tail.load(d), LoadTailA(d, w + n_main, rest), n_main, rest);
-    if (!dx) continue;
+    if (rest)
+      step1(hn::IfThenElseZero(tail_mask, hn::Sub(x_tail.load(d), vs)), dy_tail.load(d),
+            LoadTailA(d, w + n_main, rest), n_main, rest);
 
-    // pass 2
-    const A rs = rstd[r];
+    // between the passes: the row's offset d = mean - s, and the two means dx needs
+    const A dmean = ReduceSum(d, sum_c) / A(n);
     const A mean_g = ReduceSum(d, sum_g) / A(n);
-    const A mean_gx = ReduceSum(d, sum_gx) / A(n);
+    const A mean_gx = rs * (ReduceSum(d, sum_gc) / A(n) - dmean * mean_g);
+    const auto vdr = hn::Set(d, -dmean * rs);     // -d * rstd: xhat = c * rstd - d * rstd
     const auto term2 = hn::Set(d, -rs * mean_g);  // term 2: through the mean
     const auto k3 = hn::Set(d, -rs * mean_gx);    // term 3: xhat * k3, through the variance
+    const bool fix_dw = dw_part && std::abs(dmean * rs) > std::numeric_limits<A>::epsilon() / 2;
+
+    // pass 2 (and, for a row that needs it, dweight's second part in a loop of its own, so that the dx loop
+    // of an ordinary row is as short as it can be)
+    if (fix_dw) {
+      for (int64_t i = 0; i < n_main; i += L)
+        hn::StoreU(hn::MulAdd(LoadAs(d, dyr + i), vdr, hn::LoadU(d, dw_part + i)), d, dw_part + i);
+      if (rest)
+        StoreTailA(d, hn::MulAdd(dy_tail.load(d), vdr, LoadTailA(d, dw_part + n_main, rest)),
+                   dw_part + n_main, rest);
+    }
+    if (!dx) continue;
+    T* HWY_RESTRICT dxr = dx + r * n;
     auto dx_of = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv) {
-      const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
+      const auto xhat = hn::MulAdd(hn::Sub(xv, vs), vrs, vdr);  // c * rstd - d * rstd
       const auto g = hn::Mul(dyv, wv);
       return hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, term2));  // term 1 + term 3 + term 2
     };
-    T* HWY_RESTRICT dxr = dx + r * n;
     for (int64_t i = 0; i < n_main; i += L)
       StoreAs(d, dx_of(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, w + i)), dxr + i);
     if (rest) {
@@ -428,6 +478,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            " dimension(s) of x ", shape_str(x.shape()));
   norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
   norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
   if (on_device({x, weight, bias}, op))  // the backend's whole op (cuda/norms.h for CUDA)
     return device_kernels(x, op).layer_norm(x, normalized_shape, weight, bias, eps);
 

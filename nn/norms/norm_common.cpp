@@ -34,6 +34,15 @@ void check_affine(const Tensor& t, const char* name, const Shape& shape, const T
            " to match ", what, " of x ", shape_str(x.shape()));
 }
 
+void check_affine_dtype(const Tensor& t, const char* name, const Tensor& x, const char* op) {
+  if (!t.defined()) return;
+  const DType given = t.dtype(), xd = x.dtype();
+  const bool half_x = xd == DType::f16 || xd == DType::bf16;
+  if (given == xd || (half_x && given == DType::f32)) return;
+  fail(op, name, " has dtype ", dtype_name(given), ", expected ", dtype_name(xd), half_x ? " or f32" : "",
+       " to match x (", dtype_name(xd), "); mixed float dtypes are not converted silently, convert with .to()");
+}
+
 Tensor contiguous_as(const Tensor& t, DType dt) {
   if (!t.defined()) return t;
   return t.detach().to(dt).contiguous();

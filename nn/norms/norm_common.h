@@ -78,6 +78,13 @@ void check_eps(double eps, const char* op);
 void check_affine(const Tensor& t, const char* name, const Shape& shape, const Tensor& x, const char* what,
                   const char* op);
 
+// The dtype rule for weight and bias (either may be undefined). Mixed float dtypes are never converted
+// silently (an f32 x with an f64 weight would get its weight rounded): weight and bias must have x's dtype,
+// with one exception, f16/bf16 x with f32 weight and bias, which is how MiniMind keeps its norm weights
+// (the kernels compute in f32 anyway). Anything else is an ng::Error naming `op`, the dtype given and the
+// dtype(s) expected. (BatchNorm's running stats are buffers, read and written in f64 whatever their dtype.)
+void check_affine_dtype(const Tensor& t, const char* name, const Tensor& x, const char* op);
+
 // A detached, contiguous copy-or-view of t in dtype `dt` (undefined in, undefined out).
 Tensor contiguous_as(const Tensor& t, DType dt);
 

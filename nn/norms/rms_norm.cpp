@@ -328,6 +328,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   NG_CHECK(x.dim() >= 1, op, "expected x with at least 1 dimension (*, C), got a 0-d tensor");
   const int64_t n = x.size(-1);
   norms::check_affine(weight, "weight", Shape{n}, x, "the last dimension", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
   if (on_device({x, weight}, op)) return device_kernels(x, op).rms_norm(x, weight, eps);  // the backend's op
 
   // x: (rows, C) once contiguous; weight: (C) in the compute dtype.

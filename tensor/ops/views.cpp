@@ -253,6 +253,8 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
     const Tensor& t = ts[i];
     NG_CHECK(t.dtype() == first.dtype(), "cat", "tensor ", i, " has dtype ", dtype_name(t.dtype()),
              ", expected ", dtype_name(first.dtype()));
+    NG_CHECK(t.device() == first.device(), "cat", "expected all tensors on the same device, got ",
+             first.device().str(), " (tensor 0) and ", t.device().str(), " (tensor ", i, ")");
     NG_CHECK(t.dim() == first.dim(), "cat", "tensor ", i, " has shape ", shape_str(t.shape()),
              ", expected ", first.dim(), " dims like ", shape_str(first.shape()));
     for (int64_t k = 0; k < t.dim(); ++k)
@@ -260,6 +262,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
                ", which differs from ", shape_str(first.shape()), " outside dim ", d);
     s[d] += t.size(d);
   }
+  check_cpu(first, "cat");  // no device kernel: refuse rather than return a CPU tensor
   Tensor out = empty(s, first.dtype());
   std::vector<int64_t> starts;
   int64_t at = 0;
@@ -289,6 +292,8 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t d) {
   d = wrap_dim(d, ts[0].dim() + 1, "stack");
   std::vector<Tensor> us;
   for (size_t i = 0; i < ts.size(); ++i) {
+    NG_CHECK(ts[i].device() == ts[0].device(), "stack", "expected all tensors on the same device, got ",
+             ts[0].device().str(), " (tensor 0) and ", ts[i].device().str(), " (tensor ", i, ")");
     NG_CHECK(ts[i].shape() == ts[0].shape(), "stack", "tensor ", i, " has shape ", shape_str(ts[i].shape()),
              ", expected ", shape_str(ts[0].shape()), " like tensor 0");
     us.push_back(ts[i].unsqueeze(d));
