@@ -5,8 +5,12 @@
 //                T + 1 characters: tokens = window[0..T), targets = window[1..T+1).
 //   copy         the lesson's synthetic task: tokens ~ U{0..999} of shape (B, T), target = the next token,
 //                rolled (target[t] = tokens[(t + 1) mod T]). The lesson trains it with UNMASKED attention
-//                and no position encoding, so position t can simply look at token t + 1: the task measures
-//                how fast a model learns to copy, not language modelling.
+//                and NO position encoding. Unmasked, token t + 1 (the target) is in plain view of position
+//                t, but without positions self-attention is permutation-equivariant: position t sees the
+//                multiset of the window's tokens and cannot tell which of them sits at t + 1, so no such
+//                model gets below about ln(T - 1) (exp2's summary computes this floor). With positions,
+//                the same unmasked attention could simply look at token t + 1 and copy it. Either way the
+//                task is not language modelling (docs/attention.md).
 //
 // Both draw their batches from their own Generator(seed), so every config sees the same batches.
 #pragma once
