@@ -1,9 +1,15 @@
 // The experiments' shared machinery (examples/common) and the programs end to end: CSV and Markdown
-// writers, command-line quoting, divergence detection, loss statistics, the progress bar's text, flag
-// errors (exit status 2 with the usage), and a whole exp1 run with its four output files.
+// writers, command-line quoting, divergence detection, loss statistics, the progress bar (its text, silent
+// off a terminal, drawn on a pseudo-terminal), flag errors (exit status 2 with the usage), and a whole exp1
+// run with its four output files.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <cmath>
 #include <filesystem>
@@ -129,7 +135,7 @@ TEST(ExamplesDivergence, StopsAtTheFirstNonFiniteStep) {
   EXPECT_EQ(n.step(), 7);
 }
 
-TEST(ExamplesProgress, BarTextAndQuietWhenNotATerminal) {
+TEST(ExamplesProgress, BarText) {
   std::string s = Progress::format("Pre-LN", 50, 100, 2.5, 10.0);
   EXPECT_NE(s.find("[##########----------]"), std::string::npos) << s;
   EXPECT_NE(s.find("50/100"), std::string::npos);
@@ -138,7 +144,78 @@ TEST(ExamplesProgress, BarTextAndQuietWhenNotATerminal) {
   EXPECT_NE(s.find("ETA 0:05"), std::string::npos);
   EXPECT_EQ(format_duration(3725), "1:02:05");
   EXPECT_EQ(format_duration(NAN), "?");
-  EXPECT_FALSE(Progress("x", 10, /*quiet=*/true).active());
+}
+
+// Drive a bar through a whole run: every step, then finish().
+static void run_bar(Progress& bar, int64_t total) {
+  for (int64_t step = 1; step <= total; ++step) bar.update(step, 2.5);
+  bar.finish();
+}
+
+// What a CI log or `2> file` gets: nothing at all, even when not quiet.
+TEST(ExamplesProgress, SilentWhenNotATerminal) {
+  // A regular file.
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  Progress to_file("x", 10, /*quiet=*/false, 1, file);
+  EXPECT_FALSE(to_file.active());
+  run_bar(to_file, 10);
+  EXPECT_EQ(std::ftell(file), 0L) << "the bar wrote to a file";
+  std::fclose(file);
+
+  // A pipe: whatever the bar wrote would be readable at the other end.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::FILE* pipe_end = ::fdopen(fds[1], "w");
+  ASSERT_NE(pipe_end, nullptr);
+  {
+    Progress to_pipe("x", 10, /*quiet=*/false, 1, pipe_end);
+    EXPECT_FALSE(to_pipe.active());
+    run_bar(to_pipe, 10);
+  }
+  std::fclose(pipe_end);  // closes fds[1]: the read below sees end-of-file after whatever was written
+  char buf[256];
+  EXPECT_EQ(::read(fds[0], buf, sizeof(buf)), 0) << "the bar wrote to a pipe";
+  ::close(fds[0]);
+}
+
+// The same bar on a real terminal (a pseudo-terminal) draws its line, and --quiet silences it there too.
+TEST(ExamplesProgress, DrawsOnATerminalUnlessQuiet) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0)
+    GTEST_SKIP() << "no pseudo-terminals here (posix_openpt failed)";
+  int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
+  ASSERT_GE(slave, 0);
+  std::FILE* tty = ::fdopen(slave, "w");
+  ASSERT_NE(tty, nullptr);
+  // Everything the terminal received so far, without blocking.
+  auto drain = [&] {
+    std::string got;
+    char buf[1024];
+    pollfd p{master, POLLIN, 0};
+    while (::poll(&p, 1, 100) > 0 && (p.revents & POLLIN)) {
+      ssize_t n = ::read(master, buf, sizeof(buf));
+      if (n <= 0) break;
+      got.append(buf, size_t(n));
+    }
+    return got;
+  };
+
+  Progress quiet("Pre-LN", 10, /*quiet=*/true, 1, tty);
+  EXPECT_FALSE(quiet.active());
+  run_bar(quiet, 10);
+  EXPECT_EQ(drain(), "");
+
+  Progress bar("Pre-LN", 10, /*quiet=*/false, 1, tty);
+  EXPECT_TRUE(bar.active());
+  run_bar(bar, 10);
+  std::string got = drain();
+  EXPECT_NE(got.find("Pre-LN"), std::string::npos) << got;
+  EXPECT_NE(got.find("10/10"), std::string::npos) << got;  // the last step is always drawn
+  EXPECT_NE(got.find("loss 2.5000"), std::string::npos) << got;
+  EXPECT_EQ(got.back(), '\n') << "finish() ends the line";
+  std::fclose(tty);
+  ::close(master);
 }
 
 TEST(ExamplesFlags, ParsesCommonFlags) {
