@@ -172,6 +172,9 @@ static int run(int argc, char** argv) {
                      plot::Marker::Diamond,      1,  1.0f, true};
   for (auto [layer, value] : kLessonStd) claim.x.push_back(layer), claim.y.push_back(value);
   stds.series.push_back(claim);
+  // What LayerNorm's output std is by construction (RMSNorm fixes the root mean square instead, so its
+  // output std sits below this line by the ReLU outputs' mean: std^2 = rms^2 - mean^2).
+  stds.hlines.push_back({1.0, "std 1: LayerNorm's output (by construction)", plot::colors::gray});
 
   plot::LineChart act_grads;
   act_grads.title = "Norm of dL/dh (activations)";

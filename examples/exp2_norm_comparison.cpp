@@ -148,17 +148,31 @@ static int run(int argc, char** argv) {
     plot::Series s;
     s.label = kConfigs[i].name;
     s.color = plot::palette(int(i));
+    // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV), so
+    // a config that diverged at its first step still has its series.
     for (size_t k = 0; k < results[i].losses.size(); ++k) {
       double l = results[i].losses[k];
-      if (!std::isfinite(l) || l <= 0) continue;
       s.x.push_back(double(results[i].first_step + int64_t(k)));
-      s.y.push_back(l);
+      s.y.push_back(std::isfinite(l) && l > 0 ? l : NAN);
     }
-    if (!s.y.empty()) curves.series.push_back(s);
+    curves.series.push_back(s);
     if (results[i].nan_step >= 0)
       curves.vlines.push_back({double(results[i].nan_step),
                                kConfigs[i].name + " NaN at step " + std::to_string(results[i].nan_step),
                                plot::palette(int(i))});
+  }
+  // Reference levels: a uniform guess over the vocabulary scores ln(V); on the copy task, no model without
+  // positions gets below about ln(T - 1) (see the summary below).
+  curves.hlines.push_back({std::log(double(task.vocab)),
+                           "uniform guess: ln " + std::to_string(task.vocab) + " = " +
+                               num(std::log(double(task.vocab)), 3),
+                           plot::colors::gray});
+  if (task.name == "copy") {
+    const int64_t T = TrainSpec().seq;
+    curves.hlines.push_back({std::log(double(T - 1)),
+                             "floor without positions: ln " + std::to_string(T - 1) + " = " +
+                                 num(std::log(double(T - 1)), 3),
+                             plot::colors::brown});
   }
   plot::Table table;
   table.title = "Measured vs lesson";

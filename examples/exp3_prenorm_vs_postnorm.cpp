@@ -117,16 +117,23 @@ static int run(int argc, char** argv) {
       plot::Series s;
       s.label = runs[i].name + " (lr " + num(runs[i].lr, 2) + ")";
       s.color = plot::palette(runs[i].position == "pre" ? 0 : 1);
-      for (size_t k = 0; k < runs[i].result.losses.size(); ++k)
-        if (std::isfinite(runs[i].result.losses[k]) && runs[i].result.losses[k] > 0) {
-          s.x.push_back(double(runs[i].result.first_step + int64_t(k)));
-          s.y.push_back(runs[i].result.losses[k]);
-        }
-      if (!s.y.empty()) c.series.push_back(s);
+      // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
+      for (size_t k = 0; k < runs[i].result.losses.size(); ++k) {
+        const double l = runs[i].result.losses[k];
+        s.x.push_back(double(runs[i].result.first_step + int64_t(k)));
+        s.y.push_back(std::isfinite(l) && l > 0 ? l : NAN);
+      }
+      c.series.push_back(s);
       if (runs[i].result.nan_step >= 0)
         c.vlines.push_back({double(runs[i].result.nan_step),
                             runs[i].name + " NaN at step " + std::to_string(runs[i].result.nan_step)});
     }
+    // A uniform guess over the vocabulary scores ln(V). It also keeps the y range defined when both runs
+    // diverged at their first step and have no finite loss to plot.
+    c.hlines.push_back({std::log(double(task.vocab)),
+                        "uniform guess: ln " + std::to_string(task.vocab) + " = " +
+                            num(std::log(double(task.vocab)), 3),
+                        plot::colors::gray});
     return c;
   };
   plot::BarChart finals;
