@@ -49,6 +49,12 @@ int run(const std::string& cmd, std::string& err, const fs::path& dir) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST(ExamplesCsv, QuotesOnlyWhatNeedsIt) {
@@ -277,6 +283,36 @@ TEST(ExamplesPrograms, Exp1WritesItsFourFiles) {
        p = csv.find("Activation std per layer,line,no norm,", p + 1))
     ++count;
   EXPECT_EQ(count, 10u);
+  // The reference line at std 1 that LayerNorm's output sits on by construction.
+  EXPECT_NE(csv.find("Activation std per layer,hline,std 1: LayerNorm's output (by construction),,1\n"),
+            std::string::npos)
+      << csv;
+  fs::remove_all(dir);
+}
+
+// exp1 trains nothing: --steps, --quick, --data, --save and --resume each get a one-line notice on stderr
+// (and the run goes on), instead of being ignored silently. Its --help says so too.
+TEST(ExamplesPrograms, Exp1SaysWhichFlagsDoNotApply) {
+  fs::path dir = temp_dir("exp1flags");
+  { std::ofstream(dir / "text.txt") << std::string(2000, 'a'); }
+  const std::string exe = NG_EXP1_GRADIENT_VANISHING_PATH;
+  std::string err;
+  ASSERT_EQ(run(exe + " --threads 2 --steps 3 --quick --data " + (dir / "text.txt").string() + " --out " +
+                    (dir / "out").string(),
+                err, dir),
+            0)
+      << err;
+  for (const char* flag : {"--steps", "--quick", "--data"})
+    EXPECT_NE(err.find(std::string("note: ") + flag +
+                       " does not apply to this experiment (experiment 1 trains no model"),
+              std::string::npos)
+        << flag << ": " << err;
+  EXPECT_EQ(err.find("note: --save"), std::string::npos) << "--save was not given: " << err;
+  EXPECT_TRUE(fs::exists(dir / "out" / "gradient_vanishing.png"));
+  const int status = std::system((exe + " --help > " + (dir / "help.txt").string()).c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string help = slurp(dir / "help.txt");
+  EXPECT_EQ(count_of(help, "does not apply to this experiment"), 5u) << help;
   fs::remove_all(dir);
 }
 #endif

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tensor/device.h"
 
@@ -62,6 +63,13 @@ void add_device_flag(CLI::App& app, std::string& device);
 // otherwise ("--device cuda: ... built without the CUDA backend", or CUDA's own "no device" message), which
 // guarded_main turns into status 1 before any training starts.
 Device require_device(const std::string& name);
+
+// Flags that mean nothing to one experiment (exp1 trains no model, so --steps does nothing there). Call
+// after parse_flags: each of `flags` that was on the command line gets one line on stderr,
+//   note: --steps does not apply to this experiment (experiment 1 trains no model); ignored
+// so that nothing is ignored silently. Their --help text says the same (mark_flags_unused, before parsing).
+void mark_flags_unused(CLI::App& app, const std::vector<std::string>& flags, const std::string& why);
+void note_unused_flags(const CLI::App& app, const std::vector<std::string>& flags, const std::string& why);
 
 // True when `path` names a regular file we can open for reading.
 bool readable_file(const std::string& path);
