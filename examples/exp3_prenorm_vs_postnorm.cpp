@@ -15,6 +15,11 @@
 // Stability = std of the last 100 losses. A model that does not learn has a flat, "stable" curve, so beside
 // it we report how far the loss fell: (mean of the first 10 losses) - (mean of the last 100).
 //
+// --save PATH checkpoints the last run (Post-LN 8L) when it finishes; --resume PATH continues that run from
+// the checkpoint to --steps, bit for bit as if it had never stopped, while the other three train again from
+// step 1 with the same seed (the same numbers). `--steps 10 --save c` then `--steps 20 --resume c`
+// reproduces `--steps 20` (TrainerResume.Exp3AcrossProcessesIsBitwise).
+//
 // Output in --out: prenorm_vs_postnorm.{png,csv,md,cmd.txt}.
 #include <cmath>
 #include <cstdio>
@@ -55,6 +60,12 @@ static int run(int argc, char** argv) {
   app.add_option("--post-lr", post_lr, "Post-LN learning rate (the lesson's 1e-4; 1e-3 tests its failure)")
       ->check(CLI::Range(1e-8, 10.0))
       ->capture_default_str();
+  app.get_option("--save")->description(
+      "at the end, checkpoint the last run (Post-LN 8L): weights, Adam state, data and dropout generators, "
+      "step (safetensors)");
+  app.get_option("--resume")->description(
+      "continue the last run from a --save checkpoint up to --steps, bit for bit as if it had never "
+      "stopped; the other three runs train again from step 1 (same seed: the same numbers)");
   if (auto rc = parse_flags(app, argc, argv, opt)) return *rc;
   LMTask task;
   if (!choose_task(task_flag, opt, task)) return 2;
@@ -208,6 +219,11 @@ static int run(int argc, char** argv) {
         (pre_lr == 1e-3 && post_lr == 1e-4 ? ", the lesson's recipe" : "") +
         ", so this compares recipes. `--post-lr " + num(pre_lr, 2) +
         "` runs Post-LN at Pre-LN's rate and tests the lesson's \"Post-LN needs a smaller learning rate\".\n";
+  if (!opt.resume.empty())
+    md += "- " + runs.back().name + " was resumed from `" + opt.resume + "` at step " +
+          std::to_string(runs.back().result.first_step - 1) + ": its curve and statistics cover steps " +
+          std::to_string(runs.back().result.first_step) + " to " + std::to_string(steps) +
+          " only. The other runs started at step 1.\n";
   report.save_summary(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;

@@ -10,7 +10,8 @@
 //   --resume PATH   start the last model from a checkpoint
 //   --quiet         no progress bar (it is off anyway when stderr is not a terminal)
 //   --detect-anomaly  anomaly mode for the whole run (autograd/anomaly.h): the first op whose forward or
-//                   backward makes a NaN/Inf throws an ng::Error naming it and its inputs' shapes (slow)
+//                   backward makes a NaN/Inf throws an ng::Error naming it and its inputs' shapes (slow).
+//                   The training loop (lm_task.h, train_lm) stops that run there and reports the op.
 //
 // A bad flag or value prints the error and the usage to stderr and the program exits with status 2.
 #pragma once

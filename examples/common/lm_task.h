@@ -49,7 +49,7 @@ struct TrainResult {
   std::vector<double> losses;  // one per step done (the step that diverged is the last, non-finite)
   int64_t first_step = 1;      // step of losses[0]: 1, or the checkpoint's step + 1 after --resume
   int64_t nan_step = -1;       // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
-  std::string nan_what;
+  std::string nan_what;        // "loss is NaN", "gradient norm is Inf", or the anomaly report
   double val_loss = std::nan("");  // shakespeare only
   double seconds = 0;
 };
@@ -66,7 +66,9 @@ struct TrainSpec {
   Device device = Device::cpu();
 };
 
-// Adam, one fresh batch per step, stops at the first non-finite loss or gradient norm.
+// Adam, one fresh batch per step, stops at the first non-finite loss or gradient norm. Under
+// --detect-anomaly (anomaly mode on) it also stops at the first op that makes a NaN/Inf, and nan_what is
+// the anomaly report naming that op.
 // `resume` (a checkpoint path, may be empty) is loaded into model + optimizer before training.
 TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
                      const std::string& resume = "", const std::string& save = "");
