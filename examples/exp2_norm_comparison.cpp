@@ -71,17 +71,17 @@ static int run(int argc, char** argv) {
   app.add_option("--task", task_flag, "shakespeare (default when --data is readable) or copy");
   add_device_flag(app, device_flag);
   double lr_scale = 1.0;
-  app.add_option("--lr-scale", lr_scale,
-                 "multiply the four learning rates by this (1: the lesson's; 1e9 makes NoNorm diverge at step "
-                 "2, to see the NaN handling)")
-      ->check(CLI::Range(1e-6, 1e12))
-      ->capture_default_str();
+  const std::string lr_scale_help =
+      "multiply the four learning rates by this (1: the lesson's; 1e9 makes NoNorm diverge at step 2, to "
+      "see the NaN handling)";
+  app.add_option("--lr-scale", lr_scale, lr_scale_help)->check(CLI::Range(1e-6, 1e12))->capture_default_str();
   app.get_option("--save")->description(
       "at the end, checkpoint the last config (Pre-LN + RMSNorm): weights, Adam state, data and dropout "
       "generators, step (safetensors)");
-  app.get_option("--resume")->description(
-      "continue the last config from a --save checkpoint up to --steps, bit for bit as if it had never "
-      "stopped; the other three configs train again from step 1 (same seed: the same numbers)");
+  app.get_option("--resume")
+      ->description(
+          "continue the last config from a --save checkpoint up to --steps, bit for bit as if it had never "
+          "stopped; the other three configs train again from step 1 (same seed: the same numbers)");
   if (auto rc = parse_flags(app, argc, argv, opt)) return *rc;
   const Device device = require_device(device_flag);
   LMTask task;
@@ -186,16 +186,16 @@ static int run(int argc, char** argv) {
   }
   // Reference levels: a uniform guess over the vocabulary scores ln(V); on the copy task, no model without
   // positions gets below about ln(T - 1) (see the summary below).
-  curves.hlines.push_back({std::log(double(task.vocab)),
-                           "uniform guess: ln " + std::to_string(task.vocab) + " = " +
-                               num(std::log(double(task.vocab)), 3),
-                           plot::colors::gray});
+  curves.hlines.push_back(
+      {std::log(double(task.vocab)),
+       "uniform guess: ln " + std::to_string(task.vocab) + " = " + num(std::log(double(task.vocab)), 3),
+       plot::colors::gray});
   if (task.name == "copy") {
     const int64_t T = TrainSpec().seq;
-    curves.hlines.push_back({std::log(double(T - 1)),
-                             "floor without positions: ln " + std::to_string(T - 1) + " = " +
-                                 num(std::log(double(T - 1)), 3),
-                             plot::colors::brown});
+    curves.hlines.push_back(
+        {std::log(double(T - 1)),
+         "floor without positions: ln " + std::to_string(T - 1) + " = " + num(std::log(double(T - 1)), 3),
+         plot::colors::brown});
   }
   plot::Table table;
   table.title = "Measured vs lesson";

@@ -63,9 +63,10 @@ static int run(int argc, char** argv) {
   app.get_option("--save")->description(
       "at the end, checkpoint the last run (Post-LN 8L): weights, Adam state, data and dropout generators, "
       "step (safetensors)");
-  app.get_option("--resume")->description(
-      "continue the last run from a --save checkpoint up to --steps, bit for bit as if it had never "
-      "stopped; the other three runs train again from step 1 (same seed: the same numbers)");
+  app.get_option("--resume")
+      ->description(
+          "continue the last run from a --save checkpoint up to --steps, bit for bit as if it had never "
+          "stopped; the other three runs train again from step 1 (same seed: the same numbers)");
   if (auto rc = parse_flags(app, argc, argv, opt)) return *rc;
   LMTask task;
   if (!choose_task(task_flag, opt, task)) return 2;
@@ -141,10 +142,10 @@ static int run(int argc, char** argv) {
     }
     // A uniform guess over the vocabulary scores ln(V). It also keeps the y range defined when both runs
     // diverged at their first step and have no finite loss to plot.
-    c.hlines.push_back({std::log(double(task.vocab)),
-                        "uniform guess: ln " + std::to_string(task.vocab) + " = " +
-                            num(std::log(double(task.vocab)), 3),
-                        plot::colors::gray});
+    c.hlines.push_back(
+        {std::log(double(task.vocab)),
+         "uniform guess: ln " + std::to_string(task.vocab) + " = " + num(std::log(double(task.vocab)), 3),
+         plot::colors::gray});
     return c;
   };
   plot::BarChart finals;

@@ -22,8 +22,8 @@ using namespace extest;
 namespace {
 
 // The loss curve of one series as (step, loss) strings, exactly as the CSV has them.
-std::vector<std::pair<std::string, std::string>> curve(const std::vector<CsvRow>& rows, const std::string& panel,
-                                                       const std::string& series) {
+std::vector<std::pair<std::string, std::string>> curve(const std::vector<CsvRow>& rows,
+                                                       const std::string& panel, const std::string& series) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const CsvRow& r : select(rows, "line", series, panel)) out.emplace_back(r.x, r.y);
   return out;
@@ -88,9 +88,9 @@ TEST(TrainerDivergence, Exp2StopsTheConfigAtItsNaNStepAndFinishes) {
 // not inherit it), the config stops at the same step 2, and the run still finishes with its files.
 TEST(TrainerDivergence, Exp2DetectAnomalyNamesTheFirstOp) {
   const fs::path dir = temp_dir("anomaly");
-  const RunResult r = run(std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --detect-anomaly" + kDiverge +
-                              (dir / "out").string(),
-                          dir);
+  const RunResult r =
+      run(std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --detect-anomaly" + kDiverge + (dir / "out").string(),
+          dir);
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string report =
       "anomaly: the forward of Matmul (node MatmulBackward) produced NaN or Inf in its output of shape "

@@ -20,9 +20,10 @@ using namespace extest;
 TEST(LayerNormVsRMSNormProgram, MeasuresTheOutputStatisticsAndSaysDataDoesNotApply) {
   const fs::path dir = temp_dir("lnrms");
   write_file(dir / "text.txt", small_corpus());
-  const RunResult r = run(std::string(NG_LAYERNORM_VS_RMSNORM_PATH) + " --steps 2 --threads 2 --quiet --data " +
-                              (dir / "text.txt").string() + " --out " + (dir / "out").string(),
-                          dir);
+  const RunResult r =
+      run(std::string(NG_LAYERNORM_VS_RMSNORM_PATH) + " --steps 2 --threads 2 --quiet --data " +
+              (dir / "text.txt").string() + " --out " + (dir / "out").string(),
+          dir);
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* ext : {"png", "csv", "md", "cmd.txt"})
     EXPECT_TRUE(fs::exists(dir / "out" / (std::string("layernorm_vs_rmsnorm.") + ext))) << ext;
@@ -61,9 +62,10 @@ TEST(Exp2Program, TextCorpusGivesValidationLossesAndASample) {
   const fs::path dir = temp_dir("exp2text");
   const std::string corpus = small_corpus();
   write_file(dir / "text.txt", corpus);
-  const RunResult r = run(std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --steps 2 --threads 2 --quiet --data " +
-                              (dir / "text.txt").string() + " --out " + (dir / "out").string(),
-                          dir);
+  const RunResult r =
+      run(std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --steps 2 --threads 2 --quiet --data " +
+              (dir / "text.txt").string() + " --out " + (dir / "out").string(),
+          dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(contains(r.err, "No TinyShakespeare")) << r.err;
   const std::string md = slurp(dir / "out" / "norm_comparison.md");
@@ -87,7 +89,8 @@ TEST(Exp2Program, TextCorpusGivesValidationLossesAndASample) {
   }
   EXPECT_EQ(val_losses, 4u);
   // The loss plot's reference line: the uniform guess over this corpus's vocabulary.
-  const std::vector<CsvRow> hlines = select(rows, "hline", "uniform guess: ln " + std::to_string(chars.size()));
+  const std::vector<CsvRow> hlines =
+      select(rows, "hline", "uniform guess: ln " + std::to_string(chars.size()));
   ASSERT_EQ(hlines.size(), 1u);
   EXPECT_NEAR(std::stod(hlines[0].y), uniform, 1e-6);
 
@@ -112,8 +115,8 @@ TEST(Exp2Program, MissingDataSaysHowToGetItAndRunsTheCopyTask) {
                               " --steps 1 --threads 2 --quiet --out out",
                           dir);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(contains(r.err,
-                       "No TinyShakespeare at data/tinyshakespeare.txt: get it with `bash scripts/get_data.sh`"))
+  EXPECT_TRUE(contains(
+      r.err, "No TinyShakespeare at data/tinyshakespeare.txt: get it with `bash scripts/get_data.sh`"))
       << r.err;
   EXPECT_TRUE(contains(r.err, "Falling back to the synthetic copy task (--task copy).")) << r.err;
   EXPECT_TRUE(contains(r.out, "Task copy (vocab 1000)")) << r.out;

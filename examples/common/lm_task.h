@@ -46,10 +46,10 @@ struct LMTask {
 bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task);
 
 struct TrainResult {
-  std::vector<double> losses;  // one per step done (the step that diverged is the last, non-finite)
-  int64_t first_step = 1;      // step of losses[0]: 1, or the checkpoint's step + 1 after --resume
-  int64_t nan_step = -1;       // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
-  std::string nan_what;        // "loss is NaN", "gradient norm is Inf", or the anomaly report
+  std::vector<double> losses;      // one per step done (the step that diverged is the last, non-finite)
+  int64_t first_step = 1;          // step of losses[0]: 1, or the checkpoint's step + 1 after --resume
+  int64_t nan_step = -1;           // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
+  std::string nan_what;            // "loss is NaN", "gradient norm is Inf", or the anomaly report
   double val_loss = std::nan("");  // shakespeare only
   double seconds = 0;
 };
