@@ -179,8 +179,39 @@ TEST(PlotLineChart, HorizontalLineLandsOnItsRow) {
     EXPECT_GT(on_line, width / 2) << (scale == Scale::Log ? "log" : "linear") << " axis, row " << row;
     EXPECT_EQ(green_in_row(row - 8), 0);
     EXPECT_EQ(green_in_row(row + 8), 0);
-    if (scale == Scale::Log) EXPECT_NEAR(f.py(at), f.area.y + 0.5 * f.area.h, 1.0);  // 1 is mid-way in log
+    if (scale == Scale::Log) {
+      EXPECT_NEAR(f.py(at), f.area.y + 0.5 * f.area.h, 1.0);  // 1 is mid-way between 0.1 and 10 in log
+    }
   }
+}
+
+// A reference line's label never hides the data: with a series running just above the line, the label
+// goes below it, and the series stays visible where the label would have been.
+TEST(PlotLineChart, HorizontalLineLabelKeepsOffTheData) {
+  LineChart c;
+  c.legend = false;
+  c.series.push_back({.label = "", .x = {0, 10}, .y = {0, 10}, .color = colors::blue, .width = 0});
+  c.series.push_back({.label = "", .x = {0, 10}, .y = {5.3, 5.3}, .color = colors::red, .width = 3});
+  c.hlines.push_back({.at = 5, .label = "reference label", .color = colors::green});
+  Rect panel{0, 0, 400, 300};
+  Frame f = line_chart_frame(c, panel);
+  Canvas canvas(400, 300);
+  draw(canvas, panel, c);
+  Image img = canvas.resolve();
+
+  const int row = int(std::floor(f.py(5.0)));
+  const int data_row = int(std::floor(f.py(5.3)));
+  ASSERT_LT(data_row, row - 3);  // the series runs where a label above the line would go
+  auto green_between = [&](int y0, int y1) {
+    int n = 0;
+    for (int y = y0; y <= y1; ++y)
+      for (int x = int(f.area.x); x < int(f.area.right()); ++x)
+        if (close_to(img.at(x, y), colors::green, 60)) ++n;
+    return n;
+  };
+  EXPECT_GT(green_between(row + 3, row + 14), 20) << "the label is not below the line";
+  EXPECT_EQ(green_between(row - 14, row - 3), 0) << "the label is above the line, over the data";
+  EXPECT_TRUE(close_to(img.at(int(f.area.right()) - 20, data_row), colors::red, 60));
 }
 
 TEST(PlotLineChart, NaNLeavesAGap) {
