@@ -6,7 +6,8 @@
 //   determinism  the same seed gives byte-identical CSVs, at the same thread count and across 1 and 2
 //   resume       --steps 10 --save, then a fresh process --steps 20 --resume, gives the bits of --steps 20
 //
-// Every run is a few steps on the copy task (exp3 --quick: a small model).
+// Every run is a few steps on the copy task (exp3 --quick: a small model), on 1 thread unless the thread
+// count is the point: one thread per run keeps them quick when ctest runs several tests at once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,7 +46,7 @@ bool is_printed_float(const std::string& s) {
 
 // --lr-scale 1e9 gives NoNorm a learning rate of 1e5: after one Adam step its weights are about 1e5, and
 // with no norm anywhere the second forward overflows (the attention scores of layer 2 pass 3.4e38).
-const std::string kDiverge = " --steps 2 --task copy --threads 2 --quiet --lr-scale 1e9 --out ";
+const std::string kDiverge = " --steps 2 --task copy --threads 1 --quiet --lr-scale 1e9 --out ";
 
 TEST(TrainerDivergence, Exp2StopsTheConfigAtItsNaNStepAndFinishes) {
   const fs::path dir = temp_dir("diverge");
@@ -109,8 +110,10 @@ TEST(TrainerDivergence, Exp2DetectAnomalyNamesTheFirstOp) {
 // then a fresh process with --resume for steps 3 and 4. The last config (Pre-LN + RMSNorm) is the one saved
 // and resumed; the other three train again from step 1 in the second process, and must match too.
 TEST(TrainerResume, Exp2AcrossProcessesIsBitwise) {
+  if (kSanitized)
+    GTEST_SKIP() << "three exp2 runs take minutes under ASan; Exp3AcrossProcessesIsBitwise runs there";
   const fs::path dir = temp_dir("resume2");
-  const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --threads 2 --quiet --task copy";
+  const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --threads 1 --quiet --task copy";
   const fs::path ckpt = dir / "ckpt.safetensors";
   RunResult r = run(exe + " --steps 4 --out " + (dir / "straight").string(), dir);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -149,47 +152,54 @@ TEST(TrainerResume, Exp2AcrossProcessesIsBitwise) {
 
 const std::string kExp3 = " --quick --task copy --quiet";
 
-// Same seed, same thread count: byte-identical CSVs (every loss of the four runs, the final-loss and
-// stability bars). The CSV holds no timings (those are only in the summary's "seconds" column), so the
-// whole file is compared. Every reduction has a fixed order, so 1 thread gives the same bytes as 2.
+// Same seed, same thread count: byte-identical CSVs after 5 steps (2 under ASan) (every loss of the four
+// runs, the final-loss and stability bars). The CSV holds no timings (those are only in the summary's
+// "seconds" column), so the whole file is compared. Every reduction has a fixed order, so 1 thread gives the
+// same bytes as 2.
 TEST(TrainerDeterminism, Exp3SameSeedSameBytes) {
   const fs::path dir = temp_dir("determinism");
-  const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --steps 5 --seed 3";
+  const int steps = kSanitized ? 2 : 5;
+  const std::string exe =
+      std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --steps " + std::to_string(steps);
   for (const char* name : {"a", "b"}) {
-    const RunResult r = run(exe + " --threads 2 --out " + (dir / name).string(), dir);
+    const RunResult r = run(exe + " --seed 3 --threads 2 --out " + (dir / name).string(), dir);
     ASSERT_EQ(r.status, 0) << r.err;
   }
-  const RunResult r = run(exe + " --threads 1 --out " + (dir / "one").string(), dir);
+  const RunResult r = run(exe + " --seed 3 --threads 1 --out " + (dir / "one").string(), dir);
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string a = slurp(dir / "a" / "prenorm_vs_postnorm.csv");
-  ASSERT_EQ(select(read_csv(dir / "a" / "prenorm_vs_postnorm.csv"), "line").size(), 4u * 5u);
+  ASSERT_EQ(select(read_csv(dir / "a" / "prenorm_vs_postnorm.csv"), "line").size(), 4u * size_t(steps));
   EXPECT_FALSE(contains(a, "second")) << "a timing column would make this comparison meaningless";
   EXPECT_EQ(a, slurp(dir / "b" / "prenorm_vs_postnorm.csv")) << "two runs at 2 threads differ";
   EXPECT_EQ(a, slurp(dir / "one" / "prenorm_vs_postnorm.csv")) << "1 thread differs from 2";
   // A different seed gives different losses: the comparison above can fail.
-  const RunResult other = run(std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 +
-                                  " --steps 5 --seed 4 --threads 2 --out " + (dir / "c").string(),
-                              dir);
+  const RunResult other = run(exe + " --seed 4 --threads 2 --out " + (dir / "c").string(), dir);
   ASSERT_EQ(other.status, 0) << other.err;
   EXPECT_NE(a, slurp(dir / "c" / "prenorm_vs_postnorm.csv"));
   fs::remove_all(dir);
 }
 
 // The resume check, across processes: train 10 steps and --save; a fresh process --resume's and
-// trains 10 more. The last run (Post-LN 8L) is the one saved; its 20 losses must be the bits of a straight
-// 20-step run, and the other three runs (trained again from step 1 in the second process) match too.
+// trains 10 more (2 + 2 under ASan). The last run (Post-LN 8L) is the one saved; its 20 losses must be the
+// bits of a straight 20-step run, and the other three runs (trained again from step 1 in the second process)
+// match too.
 TEST(TrainerResume, Exp3AcrossProcessesIsBitwise) {
+  const size_t total = kSanitized ? 4 : 20, half = total / 2;
+  const std::string steps = std::to_string(total), half_steps = std::to_string(half);
   const fs::path dir = temp_dir("resume3");
-  const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --threads 2";
+  const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --threads 1";
   const fs::path ckpt = dir / "ckpt.safetensors";
-  RunResult r = run(exe + " --steps 20 --out " + (dir / "straight").string(), dir);
+  RunResult r = run(exe + " --steps " + steps + " --out " + (dir / "straight").string(), dir);
   ASSERT_EQ(r.status, 0) << r.err;
-  r = run(exe + " --steps 10 --save " + ckpt.string() + " --out " + (dir / "first").string(), dir);
+  r = run(exe + " --steps " + half_steps + " --save " + ckpt.string() + " --out " + (dir / "first").string(),
+          dir);
   ASSERT_EQ(r.status, 0) << r.err;
   ASSERT_TRUE(fs::exists(ckpt));
-  r = run(exe + " --steps 20 --resume " + ckpt.string() + " --out " + (dir / "second").string(), dir);
+  r = run(exe + " --steps " + steps + " --resume " + ckpt.string() + " --out " + (dir / "second").string(),
+          dir);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(contains(r.err, "Post-LN 8L: resumed from " + ckpt.string() + " at step 10")) << r.err;
+  EXPECT_TRUE(contains(r.err, "Post-LN 8L: resumed from " + ckpt.string() + " at step " + half_steps))
+      << r.err;
 
   const auto straight = read_csv(dir / "straight" / "prenorm_vs_postnorm.csv");
   const auto first = read_csv(dir / "first" / "prenorm_vs_postnorm.csv");
@@ -197,25 +207,26 @@ TEST(TrainerResume, Exp3AcrossProcessesIsBitwise) {
   const std::string panel = "8 layers: training loss";
   auto joined = curve(first, panel, "Post-LN 8L");
   const auto rest = curve(second, panel, "Post-LN 8L");
-  ASSERT_EQ(joined.size(), 10u);
-  ASSERT_EQ(rest.size(), 10u);
-  EXPECT_EQ(rest[0].first, "11");
+  ASSERT_EQ(joined.size(), half);
+  ASSERT_EQ(rest.size(), total - half);
+  EXPECT_EQ(rest[0].first, std::to_string(half + 1));
   joined.insert(joined.end(), rest.begin(), rest.end());
   const auto expected = curve(straight, panel, "Post-LN 8L");
-  ASSERT_EQ(expected.size(), 20u);
-  for (size_t k = 0; k < 20; ++k) {
+  ASSERT_EQ(expected.size(), total);
+  for (size_t k = 0; k < total; ++k) {
     EXPECT_EQ(joined[k], expected[k]) << "step " << k + 1;
     EXPECT_TRUE(is_printed_float(expected[k].second)) << expected[k].second;
   }
   EXPECT_EQ(curve(second, panel, "Pre-LN 8L"), curve(straight, panel, "Pre-LN 8L"));
-  EXPECT_EQ(select(second, "line", "", "4 layers: training loss").size(), 40u);
+  EXPECT_EQ(select(second, "line", "", "4 layers: training loss").size(), 2 * total);
   EXPECT_EQ(curve(second, "4 layers: training loss", "Pre-LN 4L"),
             curve(straight, "4 layers: training loss", "Pre-LN 4L"));
   EXPECT_EQ(curve(second, "4 layers: training loss", "Post-LN 4L"),
             curve(straight, "4 layers: training loss", "Post-LN 4L"));
   EXPECT_TRUE(contains(slurp(dir / "second" / "prenorm_vs_postnorm.md"),
-                       "- Post-LN 8L was resumed from `" + ckpt.string() +
-                           "` at step 10: its curve and statistics cover steps 11 to 20 only."));
+                       "- Post-LN 8L was resumed from `" + ckpt.string() + "` at step " + half_steps +
+                           ": its curve and statistics cover steps " + std::to_string(half + 1) + " to " +
+                           steps + " only."));
   fs::remove_all(dir);
 }
 #endif
