@@ -53,8 +53,9 @@ void add_common_flags(CLI::App& app, CommonOptions& options);
 // *rc;`
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptions& options);
 
-// Run a trainer's body and turn an escaping ng::Error (a bad file, an anomaly under --detect-anomaly, ...)
-// into a clear message on stderr and exit status 1, instead of std::terminate.
+// Run a trainer's body and turn an escaping ng::Error (a bad file; under --detect-anomaly, an anomaly outside
+// train_lm's loop, which stops only its own run) into a clear message on stderr and exit status 1, instead
+// of std::terminate.
 int guarded_main(int argc, char** argv, int (*body)(int, char**));
 
 // --device cpu|cuda|cuda:N, for the trainers that can run on a GPU (exp2). A value that is none of these is
