@@ -119,9 +119,12 @@ static int run(int argc, char** argv) {
       "RMSNorm and LayerNorm."};
   CommonOptions opt;
   add_common_flags(app, opt);
+  // One forward and one backward pass on fixed random data: no training steps, no text, no model to save.
+  const std::vector<std::string> unused = {"--steps", "--quick", "--data", "--save", "--resume"};
+  const std::string why = "experiment 1 trains no model: one forward and one backward pass on random data";
+  mark_flags_unused(app, unused, why);
   if (auto rc = parse_flags(app, argc, argv, opt)) return *rc;
-  if (!opt.save.empty() || !opt.resume.empty())
-    std::cerr << "exp1 trains no model: --save and --resume are ignored\n";
+  note_unused_flags(app, unused, why);
   Report report(opt, "gradient_vanishing", argc, argv);
 
   std::vector<Variant> variants = {{"no norm", NormKind::None, {}, {}, {}, {}, {}},
@@ -172,6 +175,9 @@ static int run(int argc, char** argv) {
                      plot::Marker::Diamond,      1,  1.0f, true};
   for (auto [layer, value] : kLessonStd) claim.x.push_back(layer), claim.y.push_back(value);
   stds.series.push_back(claim);
+  // What LayerNorm's output std is by construction (RMSNorm fixes the root mean square instead, so its
+  // output std sits below this line by the ReLU outputs' mean: std^2 = rms^2 - mean^2).
+  stds.hlines.push_back({1.0, "std 1: LayerNorm's output (by construction)", plot::colors::gray});
 
   plot::LineChart act_grads;
   act_grads.title = "Norm of dL/dh (activations)";

@@ -19,6 +19,17 @@
 // there, each batch is copied over, each loss copied back for logging. Without the backend or a GPU it is an
 // error (status 1) before any training. --save/--resume are CPU only.
 //
+// --lr-scale S multiplies all four learning rates (default 1: the lesson's). It exists to watch a divergence
+// on demand: at 1e9 NoNorm (lr 1e5) overflows to Inf/NaN at its second step, and the run shows what a
+// divergence looks like (the config stops there, the NaN step is in the table, the CSV and the plot; the
+// other configs go on). With --detect-anomaly the report names the first op that made the NaN/Inf.
+//
+// --save PATH checkpoints the last config (Pre-LN + RMSNorm) when it finishes; --resume PATH continues that
+// config from the checkpoint to --steps, bit for bit as if it had never stopped (its weights, Adam moments,
+// data and dropout generators and step count are restored), while the other three configs train again from
+// step 1 with the same seed, so they too give the same numbers. `--steps 10 --save c` then `--steps 20
+// --resume c` reproduces `--steps 20` (TrainerResume.Exp2AcrossProcessesIsBitwise checks it with 2 + 2).
+//
 // Output in --out: norm_comparison.{png,csv,md,cmd.txt}.
 #include <algorithm>
 #include <cmath>
@@ -59,6 +70,18 @@ static int run(int argc, char** argv) {
   std::string task_flag, device_flag = "cpu";
   app.add_option("--task", task_flag, "shakespeare (default when --data is readable) or copy");
   add_device_flag(app, device_flag);
+  double lr_scale = 1.0;
+  const std::string lr_scale_help =
+      "multiply the four learning rates by this (1: the lesson's; 1e9 makes NoNorm diverge at step 2, to "
+      "see the NaN handling)";
+  app.add_option("--lr-scale", lr_scale, lr_scale_help)->check(CLI::Range(1e-6, 1e12))->capture_default_str();
+  app.get_option("--save")->description(
+      "at the end, checkpoint the last config (Pre-LN + RMSNorm): weights, Adam state, data and dropout "
+      "generators, step (safetensors)");
+  app.get_option("--resume")
+      ->description(
+          "continue the last config from a --save checkpoint up to --steps, bit for bit as if it had never "
+          "stopped; the other three configs train again from step 1 (same seed: the same numbers)");
   if (auto rc = parse_flags(app, argc, argv, opt)) return *rc;
   const Device device = require_device(device_flag);
   LMTask task;
@@ -90,14 +113,14 @@ static int run(int argc, char** argv) {
     TrainSpec spec;
     spec.device = device;
     spec.label = c.name;
-    spec.lr = c.lr;
+    spec.lr = c.lr * lr_scale;
     spec.steps = steps;
     spec.data_seed = opt.seed + 1;
     bool is_last = i + 1 == kConfigs.size();
     TrainResult r =
         train_lm(*model, task, spec, opt.quiet, is_last ? opt.resume : "", is_last ? opt.save : "");
     std::printf(
-        "  %-20s lr %-7g %5.1f s  final loss %.4f%s\n", c.name.c_str(), c.lr, r.seconds,
+        "  %-20s lr %-7g %5.1f s  final loss %.4f%s\n", c.name.c_str(), spec.lr, r.seconds,
         mean_last(r.losses, kFinalWindow),
         r.nan_step >= 0 ? ("  (" + r.nan_what + " at step " + std::to_string(r.nan_step) + ")").c_str() : "");
     results.push_back(r);
@@ -126,7 +149,7 @@ static int run(int argc, char** argv) {
     double fin = mean_last(r.losses, kFinalWindow);
     bool conv = r.nan_step < 0 && fin < 0.8 * first;
     converged.push_back(conv ? "yes" : "no");
-    rows.push_back({kConfigs[i].name, num(kConfigs[i].lr, 2), kConfigs[i].lesson, converged.back(),
+    rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale, 2), kConfigs[i].lesson, converged.back(),
                     r.nan_step >= 0 ? std::to_string(r.nan_step) : "-", num(fin, 4),
                     std::isfinite(r.val_loss) ? num(r.val_loss, 4) : "-"});
   }
@@ -148,17 +171,31 @@ static int run(int argc, char** argv) {
     plot::Series s;
     s.label = kConfigs[i].name;
     s.color = plot::palette(int(i));
+    // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV), so
+    // a config that diverged at its first step still has its series.
     for (size_t k = 0; k < results[i].losses.size(); ++k) {
       double l = results[i].losses[k];
-      if (!std::isfinite(l) || l <= 0) continue;
       s.x.push_back(double(results[i].first_step + int64_t(k)));
-      s.y.push_back(l);
+      s.y.push_back(std::isfinite(l) && l > 0 ? l : NAN);
     }
-    if (!s.y.empty()) curves.series.push_back(s);
+    curves.series.push_back(s);
     if (results[i].nan_step >= 0)
       curves.vlines.push_back({double(results[i].nan_step),
                                kConfigs[i].name + " NaN at step " + std::to_string(results[i].nan_step),
                                plot::palette(int(i))});
+  }
+  // Reference levels: a uniform guess over the vocabulary scores ln(V); on the copy task, no model without
+  // positions gets below about ln(T - 1) (see the summary below).
+  curves.hlines.push_back(
+      {std::log(double(task.vocab)),
+       "uniform guess: ln " + std::to_string(task.vocab) + " = " + num(std::log(double(task.vocab)), 3),
+       plot::colors::gray});
+  if (task.name == "copy") {
+    const int64_t T = TrainSpec().seq;
+    curves.hlines.push_back(
+        {std::log(double(T - 1)),
+         "floor without positions: ln " + std::to_string(T - 1) + " = " + num(std::log(double(T - 1)), 3),
+         plot::colors::brown});
   }
   plot::Table table;
   table.title = "Measured vs lesson";
@@ -235,9 +272,17 @@ static int run(int argc, char** argv) {
         (best_final > loss_floor ? " (above the floor)." : " (below the floor: the task leaks positions!).") +
         "\n";
   }
+  if (lr_scale != 1.0)
+    md += "- Every learning rate is the lesson's times --lr-scale " + num(lr_scale, 3) +
+          ": this run does not use the lesson's recipe.\n";
   if (steps != 1000)
     md += "- This run has " + std::to_string(steps) +
           " steps, not the lesson's 1000: the absolute numbers are not comparable with its table.\n";
+  if (!opt.resume.empty())
+    md += "- " + kConfigs.back().name + " was resumed from `" + opt.resume + "` at step " +
+          std::to_string(results.back().first_step - 1) + ": its curve and statistics cover steps " +
+          std::to_string(results.back().first_step) + " to " + std::to_string(steps) +
+          " only. The other configs ran from step 1.\n";
   if (!sample.empty()) md += "\n## Sample (Pre-LN + RMSNorm, temperature 0.8)\n\n```\n" + sample + "\n```\n";
   report.save_summary(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());

@@ -15,6 +15,11 @@
 // Stability = std of the last 100 losses. A model that does not learn has a flat, "stable" curve, so beside
 // it we report how far the loss fell: (mean of the first 10 losses) - (mean of the last 100).
 //
+// --save PATH checkpoints the last run (Post-LN 8L) when it finishes; --resume PATH continues that run from
+// the checkpoint to --steps, bit for bit as if it had never stopped, while the other three train again from
+// step 1 with the same seed (the same numbers). `--steps 10 --save c` then `--steps 20 --resume c`
+// reproduces `--steps 20` (TrainerResume.Exp3AcrossProcessesIsBitwise).
+//
 // Output in --out: prenorm_vs_postnorm.{png,csv,md,cmd.txt}.
 #include <cmath>
 #include <cstdio>
@@ -55,6 +60,13 @@ static int run(int argc, char** argv) {
   app.add_option("--post-lr", post_lr, "Post-LN learning rate (the lesson's 1e-4; 1e-3 tests its failure)")
       ->check(CLI::Range(1e-8, 10.0))
       ->capture_default_str();
+  app.get_option("--save")->description(
+      "at the end, checkpoint the last run (Post-LN 8L): weights, Adam state, data and dropout generators, "
+      "step (safetensors)");
+  app.get_option("--resume")
+      ->description(
+          "continue the last run from a --save checkpoint up to --steps, bit for bit as if it had never "
+          "stopped; the other three runs train again from step 1 (same seed: the same numbers)");
   if (auto rc = parse_flags(app, argc, argv, opt)) return *rc;
   LMTask task;
   if (!choose_task(task_flag, opt, task)) return 2;
@@ -117,16 +129,23 @@ static int run(int argc, char** argv) {
       plot::Series s;
       s.label = runs[i].name + " (lr " + num(runs[i].lr, 2) + ")";
       s.color = plot::palette(runs[i].position == "pre" ? 0 : 1);
-      for (size_t k = 0; k < runs[i].result.losses.size(); ++k)
-        if (std::isfinite(runs[i].result.losses[k]) && runs[i].result.losses[k] > 0) {
-          s.x.push_back(double(runs[i].result.first_step + int64_t(k)));
-          s.y.push_back(runs[i].result.losses[k]);
-        }
-      if (!s.y.empty()) c.series.push_back(s);
+      // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
+      for (size_t k = 0; k < runs[i].result.losses.size(); ++k) {
+        const double l = runs[i].result.losses[k];
+        s.x.push_back(double(runs[i].result.first_step + int64_t(k)));
+        s.y.push_back(std::isfinite(l) && l > 0 ? l : NAN);
+      }
+      c.series.push_back(s);
       if (runs[i].result.nan_step >= 0)
         c.vlines.push_back({double(runs[i].result.nan_step),
                             runs[i].name + " NaN at step " + std::to_string(runs[i].result.nan_step)});
     }
+    // A uniform guess over the vocabulary scores ln(V). It also keeps the y range defined when both runs
+    // diverged at their first step and have no finite loss to plot.
+    c.hlines.push_back(
+        {std::log(double(task.vocab)),
+         "uniform guess: ln " + std::to_string(task.vocab) + " = " + num(std::log(double(task.vocab)), 3),
+         plot::colors::gray});
     return c;
   };
   plot::BarChart finals;
@@ -201,6 +220,11 @@ static int run(int argc, char** argv) {
         (pre_lr == 1e-3 && post_lr == 1e-4 ? ", the lesson's recipe" : "") +
         ", so this compares recipes. `--post-lr " + num(pre_lr, 2) +
         "` runs Post-LN at Pre-LN's rate and tests the lesson's \"Post-LN needs a smaller learning rate\".\n";
+  if (!opt.resume.empty())
+    md += "- " + runs.back().name + " was resumed from `" + opt.resume + "` at step " +
+          std::to_string(runs.back().result.first_step - 1) + ": its curve and statistics cover steps " +
+          std::to_string(runs.back().result.first_step) + " to " + std::to_string(steps) +
+          " only. The other runs started at step 1.\n";
   report.save_summary(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;

@@ -97,8 +97,13 @@ static int run(int argc, char** argv) {
   CLI::App app{"LayerNorm vs RMSNorm: output statistics, parameter counts, forward and backward speed."};
   CommonOptions opt;
   add_common_flags(app, opt);
+  app.get_option("--steps")->description("timing repetitions of each measurement (default 50)");
+  app.get_option("--quick")->description("20 timing repetitions instead of 50 (same input, same statistics)");
+  const std::vector<std::string> unused = {"--data", "--save", "--resume"};
+  const std::string why = "it measures the norms on x ~ N(2, 5^2) and trains no model";
+  mark_flags_unused(app, unused, why);
   if (auto rc = parse_flags(app, argc, argv, opt)) return *rc;
-  if (!opt.save.empty() || !opt.resume.empty()) std::cerr << "no model is trained: --save/--resume ignored\n";
+  note_unused_flags(app, unused, why);
   Report report(opt, "layernorm_vs_rmsnorm", argc, argv);
   const int64_t reps = opt.steps_or(50, 20);
 

@@ -143,17 +143,37 @@ bool clip_segment(const Rect& r, float& x0, float& y0, float& x1, float& y1) {
   return true;
 }
 
-void draw_hline(Canvas& c, const Frame& f, const RefLine& line, bool label) {
+Rect hline_label_box(const Frame& f, const RefLine& line, const std::vector<std::pair<float, float>>& avoid) {
+  const float y = float(f.py(line.at));
+  const float w = text_width(line.label, kNoteScale) + 4, h = text_height(kNoteScale) + 1;
+  const float above = y - h - 2, below = y + 3;
+  const float right = f.area.right() - 6 - w, left = f.area.x + 6;
+  // Candidates in order of preference: above the line on the right, below it on the right, then the same
+  // on the left. Keep the first that covers the fewest points of `avoid`, and stay inside the plot area.
+  const Rect candidates[4] = {
+      {right, above, w, h}, {right, below, w, h}, {left, above, w, h}, {left, below, w, h}};
+  Rect best = candidates[0];
+  size_t best_count = SIZE_MAX;
+  for (const Rect& r : candidates) {
+    if (r.y < f.area.y + 1 || r.bottom() > f.area.bottom() - 1) continue;
+    size_t n = std::count_if(avoid.begin(), avoid.end(), [&](const auto& p) {
+      return p.first >= r.x && p.first <= r.right() && p.second >= r.y && p.second <= r.bottom();
+    });
+    if (n < best_count) best_count = n, best = r;
+  }
+  return best;
+}
+
+void draw_hline(Canvas& c, const Frame& f, const RefLine& line, bool label,
+                const std::vector<std::pair<float, float>>& avoid) {
   Color color = line.color.value_or(colors::gray);
   float y = float(f.py(line.at));
   if (y < f.area.y - 0.5f || y > f.area.bottom() + 0.5f) return;
   if (!label) return c.dashed_line(f.area.x, y, f.area.right(), y, 1.5f, color, 7, 4);
   if (line.label.empty()) return;
-  float w = text_width(line.label, kNoteScale);
-  float ty = y - text_height(kNoteScale) - 3;
-  if (ty < f.area.y + 2) ty = y + 4;  // no room above: write it below the line
-  c.fill_rect({f.area.right() - 6 - w - 2, ty - 1, w + 4, text_height(kNoteScale) + 1}, colors::white);
-  c.text(f.area.right() - 6 - w, ty, line.label, kNoteScale, color);
+  Rect box = hline_label_box(f, line, avoid);
+  c.fill_rect(box, colors::white);
+  c.text(box.x + 2, box.y + 1, line.label, kNoteScale, color);
 }
 
 Rect vline_label_box(const Frame& f, const RefLine& line, int index) {

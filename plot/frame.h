@@ -43,9 +43,13 @@ void draw_marker(Canvas& c, Marker m, float x, float y, float radius, Color colo
 bool clip_segment(const Rect& r, float& x0, float& y0, float& x1, float& y1);
 
 // Horizontal and vertical reference lines. The dashed line is drawn under the data; the label over it
-// (call again with label = true after the data). label_box gives the rectangle a vertical line's label
-// takes, so the legend can avoid it.
-void draw_hline(Canvas& c, const Frame& f, const RefLine& line, bool label);
+// (call again with label = true after the data). A horizontal line's label goes above or below the line, at
+// the right or the left end, wherever it covers the fewest of `avoid` (the data's pixel positions and the
+// labels already drawn). The label_box functions give the rectangle a label takes, so the legend can avoid
+// it.
+Rect hline_label_box(const Frame& f, const RefLine& line, const std::vector<std::pair<float, float>>& avoid);
+void draw_hline(Canvas& c, const Frame& f, const RefLine& line, bool label,
+                const std::vector<std::pair<float, float>>& avoid = {});
 void draw_vline(Canvas& c, const Frame& f, const RefLine& line, int index, bool label);
 Rect vline_label_box(const Frame& f, const RefLine& line, int index);
 

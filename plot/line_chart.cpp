@@ -126,8 +126,17 @@ void draw(Canvas& c, const Rect& panel, const LineChart& chart) {
     if (!s.label.empty()) legend.push_back({s.label, color, s.marker, true, s.dashed});
   }
 
-  // Labels over the data; the legend keeps clear of the vertical lines' labels.
-  for (const RefLine& h : chart.hlines) detail::draw_hline(c, f, h, /*label=*/true);
+  // Labels over the data, where they hide the fewest points; the legend keeps clear of every label.
+  for (const RefLine& h : chart.hlines) {
+    if (h.label.empty()) continue;
+    const float y = float(f.py(h.at));
+    if (y < f.area.y - 0.5f || y > f.area.bottom() + 0.5f) continue;  // off the chart: neither line nor label
+    Rect box = detail::hline_label_box(f, h, points);
+    detail::draw_hline(c, f, h, /*label=*/true, points);
+    for (float py = box.y; py <= box.bottom(); py += 4)
+      for (float px = box.x; px <= box.right(); px += 4)
+        for (int repeat = 0; repeat < 20; ++repeat) points.emplace_back(px, py);  // weigh labels heavily
+  }
   for (size_t i = 0; i < chart.vlines.size(); ++i) {
     detail::draw_vline(c, f, chart.vlines[i], int(i), /*label=*/true);
     if (chart.vlines[i].label.empty()) continue;

@@ -1,9 +1,15 @@
 // The experiments' shared machinery (examples/common) and the programs end to end: CSV and Markdown
-// writers, command-line quoting, divergence detection, loss statistics, the progress bar's text, flag
-// errors (exit status 2 with the usage), and a whole exp1 run with its four output files.
+// writers, command-line quoting, divergence detection, loss statistics, the progress bar (its text, silent
+// off a terminal, drawn on a pseudo-terminal), flag errors (exit status 2 with the usage), and a whole exp1
+// run with its four output files.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <cmath>
 #include <filesystem>
@@ -41,6 +47,12 @@ int run(const std::string& cmd, std::string& err, const fs::path& dir) {
   int status = std::system((cmd + " >/dev/null 2>" + err_file.string()).c_str());
   err = slurp(err_file);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
 }
 
 }  // namespace
@@ -129,7 +141,7 @@ TEST(ExamplesDivergence, StopsAtTheFirstNonFiniteStep) {
   EXPECT_EQ(n.step(), 7);
 }
 
-TEST(ExamplesProgress, BarTextAndQuietWhenNotATerminal) {
+TEST(ExamplesProgress, BarText) {
   std::string s = Progress::format("Pre-LN", 50, 100, 2.5, 10.0);
   EXPECT_NE(s.find("[##########----------]"), std::string::npos) << s;
   EXPECT_NE(s.find("50/100"), std::string::npos);
@@ -138,7 +150,78 @@ TEST(ExamplesProgress, BarTextAndQuietWhenNotATerminal) {
   EXPECT_NE(s.find("ETA 0:05"), std::string::npos);
   EXPECT_EQ(format_duration(3725), "1:02:05");
   EXPECT_EQ(format_duration(NAN), "?");
-  EXPECT_FALSE(Progress("x", 10, /*quiet=*/true).active());
+}
+
+// Drive a bar through a whole run: every step, then finish().
+static void run_bar(Progress& bar, int64_t total) {
+  for (int64_t step = 1; step <= total; ++step) bar.update(step, 2.5);
+  bar.finish();
+}
+
+// What a CI log or `2> file` gets: nothing at all, even when not quiet.
+TEST(ExamplesProgress, SilentWhenNotATerminal) {
+  // A regular file.
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  Progress to_file("x", 10, /*quiet=*/false, 1, file);
+  EXPECT_FALSE(to_file.active());
+  run_bar(to_file, 10);
+  EXPECT_EQ(std::ftell(file), 0L) << "the bar wrote to a file";
+  std::fclose(file);
+
+  // A pipe: whatever the bar wrote would be readable at the other end.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::FILE* pipe_end = ::fdopen(fds[1], "w");
+  ASSERT_NE(pipe_end, nullptr);
+  {
+    Progress to_pipe("x", 10, /*quiet=*/false, 1, pipe_end);
+    EXPECT_FALSE(to_pipe.active());
+    run_bar(to_pipe, 10);
+  }
+  std::fclose(pipe_end);  // closes fds[1]: the read below sees end-of-file after whatever was written
+  char buf[256];
+  EXPECT_EQ(::read(fds[0], buf, sizeof(buf)), 0) << "the bar wrote to a pipe";
+  ::close(fds[0]);
+}
+
+// The same bar on a real terminal (a pseudo-terminal) draws its line, and --quiet silences it there too.
+TEST(ExamplesProgress, DrawsOnATerminalUnlessQuiet) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0)
+    GTEST_SKIP() << "no pseudo-terminals here (posix_openpt failed)";
+  int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
+  ASSERT_GE(slave, 0);
+  std::FILE* tty = ::fdopen(slave, "w");
+  ASSERT_NE(tty, nullptr);
+  // Everything the terminal received so far, without blocking.
+  auto drain = [&] {
+    std::string got;
+    char buf[1024];
+    pollfd p{master, POLLIN, 0};
+    while (::poll(&p, 1, 100) > 0 && (p.revents & POLLIN)) {
+      ssize_t n = ::read(master, buf, sizeof(buf));
+      if (n <= 0) break;
+      got.append(buf, size_t(n));
+    }
+    return got;
+  };
+
+  Progress quiet("Pre-LN", 10, /*quiet=*/true, 1, tty);
+  EXPECT_FALSE(quiet.active());
+  run_bar(quiet, 10);
+  EXPECT_EQ(drain(), "");
+
+  Progress bar("Pre-LN", 10, /*quiet=*/false, 1, tty);
+  EXPECT_TRUE(bar.active());
+  run_bar(bar, 10);
+  std::string got = drain();
+  EXPECT_NE(got.find("Pre-LN"), std::string::npos) << got;
+  EXPECT_NE(got.find("10/10"), std::string::npos) << got;  // the last step is always drawn
+  EXPECT_NE(got.find("loss 2.5000"), std::string::npos) << got;
+  EXPECT_EQ(got.back(), '\n') << "finish() ends the line";
+  std::fclose(tty);
+  ::close(master);
 }
 
 TEST(ExamplesFlags, ParsesCommonFlags) {
@@ -200,6 +283,36 @@ TEST(ExamplesPrograms, Exp1WritesItsFourFiles) {
        p = csv.find("Activation std per layer,line,no norm,", p + 1))
     ++count;
   EXPECT_EQ(count, 10u);
+  // The reference line at std 1 that LayerNorm's output sits on by construction.
+  EXPECT_NE(csv.find("Activation std per layer,hline,std 1: LayerNorm's output (by construction),,1\n"),
+            std::string::npos)
+      << csv;
+  fs::remove_all(dir);
+}
+
+// exp1 trains nothing: --steps, --quick, --data, --save and --resume each get a one-line notice on stderr
+// (and the run goes on), instead of being ignored silently. Its --help says so too.
+TEST(ExamplesPrograms, Exp1SaysWhichFlagsDoNotApply) {
+  fs::path dir = temp_dir("exp1flags");
+  { std::ofstream(dir / "text.txt") << std::string(2000, 'a'); }
+  const std::string exe = NG_EXP1_GRADIENT_VANISHING_PATH;
+  std::string err;
+  ASSERT_EQ(run(exe + " --threads 2 --steps 3 --quick --data " + (dir / "text.txt").string() + " --out " +
+                    (dir / "out").string(),
+                err, dir),
+            0)
+      << err;
+  for (const char* flag : {"--steps", "--quick", "--data"})
+    EXPECT_NE(err.find(std::string("note: ") + flag +
+                       " does not apply to this experiment (experiment 1 trains no model"),
+              std::string::npos)
+        << flag << ": " << err;
+  EXPECT_EQ(err.find("note: --save"), std::string::npos) << "--save was not given: " << err;
+  EXPECT_TRUE(fs::exists(dir / "out" / "gradient_vanishing.png"));
+  const int status = std::system((exe + " --help > " + (dir / "help.txt").string()).c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string help = slurp(dir / "help.txt");
+  EXPECT_EQ(count_of(help, "does not apply to this experiment"), 5u) << help;
   fs::remove_all(dir);
 }
 #endif

@@ -1,7 +1,8 @@
-// The plotting module: PNG round trip, pixel positions of known lines and bars, tick selection, and the
-// error for each kind of bad input.
+// The plotting module: PNG round trip, pixel positions of known lines, reference lines and bars, tick
+// selection, and the error for each kind of bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -146,6 +147,71 @@ TEST(PlotLineChart, FlatSeriesLandsOnItsRow) {
   EXPECT_TRUE(close_to(img.at(col, row), colors::red, 40)) << int(img.at(col, row).r);
   EXPECT_FALSE(close_to(img.at(col, row - 8), colors::red, 80));
   EXPECT_FALSE(close_to(img.at(col, row + 8), colors::red, 80));
+}
+
+// A horizontal reference line (dashed) is drawn across the plot area at its y value, on a linear and on a
+// log axis, and nowhere else.
+TEST(PlotLineChart, HorizontalLineLandsOnItsRow) {
+  for (Scale scale : {Scale::Linear, Scale::Log}) {
+    LineChart c;
+    c.legend = false;
+    c.yscale = scale;
+    // An invisible series (no line, no marker) that sets the y range: 0.1 .. 10.
+    c.series.push_back({.label = "", .x = {0, 10}, .y = {0.1, 10}, .color = colors::blue, .width = 0});
+    const double at = scale == Scale::Log ? 1.0 : 7.0;
+    c.hlines.push_back({.at = at, .label = "", .color = colors::green});
+    Rect panel{0, 0, 400, 300};
+    Frame f = line_chart_frame(c, panel);
+    Canvas canvas(400, 300);
+    draw(canvas, panel, c);
+    Image img = canvas.resolve();
+
+    // Green pixels on the line's row, across the plot area (dashed: 7 on, 4 off, so more than half).
+    auto green_in_row = [&](int row) {
+      int n = 0;
+      for (int x = int(f.area.x) + 2; x < int(f.area.right()) - 2; ++x)
+        if (close_to(img.at(x, row), colors::green, 40)) ++n;
+      return n;
+    };
+    const int row = int(std::floor(f.py(at)));
+    const int width = int(f.area.w) - 4;
+    int on_line = std::max({green_in_row(row - 1), green_in_row(row), green_in_row(row + 1)});
+    EXPECT_GT(on_line, width / 2) << (scale == Scale::Log ? "log" : "linear") << " axis, row " << row;
+    EXPECT_EQ(green_in_row(row - 8), 0);
+    EXPECT_EQ(green_in_row(row + 8), 0);
+    if (scale == Scale::Log) {
+      EXPECT_NEAR(f.py(at), f.area.y + 0.5 * f.area.h, 1.0);  // 1 is mid-way between 0.1 and 10 in log
+    }
+  }
+}
+
+// A reference line's label never hides the data: with a series running just above the line, the label
+// goes below it, and the series stays visible where the label would have been.
+TEST(PlotLineChart, HorizontalLineLabelKeepsOffTheData) {
+  LineChart c;
+  c.legend = false;
+  c.series.push_back({.label = "", .x = {0, 10}, .y = {0, 10}, .color = colors::blue, .width = 0});
+  c.series.push_back({.label = "", .x = {0, 10}, .y = {5.3, 5.3}, .color = colors::red, .width = 3});
+  c.hlines.push_back({.at = 5, .label = "reference label", .color = colors::green});
+  Rect panel{0, 0, 400, 300};
+  Frame f = line_chart_frame(c, panel);
+  Canvas canvas(400, 300);
+  draw(canvas, panel, c);
+  Image img = canvas.resolve();
+
+  const int row = int(std::floor(f.py(5.0)));
+  const int data_row = int(std::floor(f.py(5.3)));
+  ASSERT_LT(data_row, row - 3);  // the series runs where a label above the line would go
+  auto green_between = [&](int y0, int y1) {
+    int n = 0;
+    for (int y = y0; y <= y1; ++y)
+      for (int x = int(f.area.x); x < int(f.area.right()); ++x)
+        if (close_to(img.at(x, y), colors::green, 60)) ++n;
+    return n;
+  };
+  EXPECT_GT(green_between(row + 3, row + 14), 20) << "the label is not below the line";
+  EXPECT_EQ(green_between(row - 14, row - 3), 0) << "the label is above the line, over the data";
+  EXPECT_TRUE(close_to(img.at(int(f.area.right()) - 20, data_row), colors::red, 60));
 }
 
 TEST(PlotLineChart, NaNLeavesAGap) {

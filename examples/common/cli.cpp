@@ -63,6 +63,17 @@ Device require_device(const std::string& name) {
   return d;
 }
 
+void mark_flags_unused(CLI::App& app, const std::vector<std::string>& flags, const std::string& why) {
+  for (const std::string& flag : flags)
+    app.get_option(flag)->description("does not apply to this experiment (" + why + ")");
+}
+
+void note_unused_flags(const CLI::App& app, const std::vector<std::string>& flags, const std::string& why) {
+  for (const std::string& flag : flags)
+    if (app.count(flag) > 0)
+      std::cerr << "note: " << flag << " does not apply to this experiment (" << why << "); ignored\n";
+}
+
 namespace {
 int usage_error(CLI::App& app, const std::string& message) {
   std::cerr << app.get_name() << ": error: " << message << "\n\n" << app.help() << std::flush;

@@ -10,7 +10,8 @@
 //   --resume PATH   start the last model from a checkpoint
 //   --quiet         no progress bar (it is off anyway when stderr is not a terminal)
 //   --detect-anomaly  anomaly mode for the whole run (autograd/anomaly.h): the first op whose forward or
-//                   backward makes a NaN/Inf throws an ng::Error naming it and its inputs' shapes (slow)
+//                   backward makes a NaN/Inf throws an ng::Error naming it and its inputs' shapes (slow).
+//                   The training loop (lm_task.h, train_lm) stops that run there and reports the op.
 //
 // A bad flag or value prints the error and the usage to stderr and the program exits with status 2.
 #pragma once
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tensor/device.h"
 
@@ -51,8 +53,9 @@ void add_common_flags(CLI::App& app, CommonOptions& options);
 // *rc;`
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptions& options);
 
-// Run a trainer's body and turn an escaping ng::Error (a bad file, an anomaly under --detect-anomaly, ...)
-// into a clear message on stderr and exit status 1, instead of std::terminate.
+// Run a trainer's body and turn an escaping ng::Error (a bad file; under --detect-anomaly, an anomaly outside
+// train_lm's loop, which stops only its own run) into a clear message on stderr and exit status 1, instead
+// of std::terminate.
 int guarded_main(int argc, char** argv, int (*body)(int, char**));
 
 // --device cpu|cuda|cuda:N, for the trainers that can run on a GPU (exp2). A value that is none of these is
@@ -62,6 +65,13 @@ void add_device_flag(CLI::App& app, std::string& device);
 // otherwise ("--device cuda: ... built without the CUDA backend", or CUDA's own "no device" message), which
 // guarded_main turns into status 1 before any training starts.
 Device require_device(const std::string& name);
+
+// Flags that mean nothing to one experiment (exp1 trains no model, so --steps does nothing there). Call
+// after parse_flags: each of `flags` that was on the command line gets one line on stderr,
+//   note: --steps does not apply to this experiment (experiment 1 trains no model); ignored
+// so that nothing is ignored silently. Their --help text says the same (mark_flags_unused, before parsing).
+void mark_flags_unused(CLI::App& app, const std::vector<std::string>& flags, const std::string& why);
+void note_unused_flags(const CLI::App& app, const std::vector<std::string>& flags, const std::string& why);
 
 // True when `path` names a regular file we can open for reading.
 bool readable_file(const std::string& path);

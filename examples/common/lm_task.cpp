@@ -134,12 +134,26 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
     tokens = tokens.to(spec.device);  // no-ops on the CPU
     targets = targets.to(spec.device);
     opt.zero_grad();
-    Tensor loss = model.loss(tokens, targets);
-    double l = loss.item();  // on a device: the one value copied to the host
-    double gn = 0;
-    if (std::isfinite(l)) {
-      loss.backward();
-      gn = spec.clip > 0 ? optim::clip_grad_norm_(params, spec.clip) : optim::grad_norm(params);
+    double l = NAN, gn = 0;
+    try {
+      Tensor loss = model.loss(tokens, targets);
+      l = loss.item();  // on a device: the one value copied to the host
+      if (std::isfinite(l)) {
+        loss.backward();
+        gn = spec.clip > 0 ? optim::clip_grad_norm_(params, spec.clip) : optim::grad_norm(params);
+      }
+    } catch (const Error& e) {
+      // Under --detect-anomaly the first op whose forward or backward makes a NaN/Inf throws, naming itself
+      // (autograd/anomaly.h). That is this run's divergence: stop it here like any other, with the op's
+      // name as the reason, so the experiment still finishes and writes its files. Any other error is a
+      // real one and goes on up.
+      const std::string message = e.what();
+      if (!anomaly_enabled() || message.rfind("anomaly:", 0) != 0) throw;
+      std::cerr << spec.label << ": step " << step << ": " << message << "\n";
+      r.losses.push_back(l);  // NaN if the forward was the culprit, the finite loss if the backward was
+      r.nan_step = step;
+      r.nan_what = message;
+      break;
     }
     r.losses.push_back(l);
     if (!watch.ok(step, l, gn)) {

@@ -5,8 +5,12 @@
 //                T + 1 characters: tokens = window[0..T), targets = window[1..T+1).
 //   copy         the lesson's synthetic task: tokens ~ U{0..999} of shape (B, T), target = the next token,
 //                rolled (target[t] = tokens[(t + 1) mod T]). The lesson trains it with UNMASKED attention
-//                and no position encoding, so position t can simply look at token t + 1: the task measures
-//                how fast a model learns to copy, not language modelling.
+//                and NO position encoding. Unmasked, token t + 1 (the target) is in plain view of position
+//                t, but without positions self-attention is permutation-equivariant: position t sees the
+//                multiset of the window's tokens and cannot tell which of them sits at t + 1, so no such
+//                model gets below about ln(T - 1) (exp2's summary computes this floor). With positions,
+//                the same unmasked attention could simply look at token t + 1 and copy it. Either way the
+//                task is not language modelling (docs/attention.md).
 //
 // Both draw their batches from their own Generator(seed), so every config sees the same batches.
 #pragma once
@@ -42,10 +46,10 @@ struct LMTask {
 bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task);
 
 struct TrainResult {
-  std::vector<double> losses;  // one per step done (the step that diverged is the last, non-finite)
-  int64_t first_step = 1;      // step of losses[0]: 1, or the checkpoint's step + 1 after --resume
-  int64_t nan_step = -1;       // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
-  std::string nan_what;
+  std::vector<double> losses;      // one per step done (the step that diverged is the last, non-finite)
+  int64_t first_step = 1;          // step of losses[0]: 1, or the checkpoint's step + 1 after --resume
+  int64_t nan_step = -1;           // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
+  std::string nan_what;            // "loss is NaN", "gradient norm is Inf", or the anomaly report
   double val_loss = std::nan("");  // shakespeare only
   double seconds = 0;
 };
@@ -62,7 +66,9 @@ struct TrainSpec {
   Device device = Device::cpu();
 };
 
-// Adam, one fresh batch per step, stops at the first non-finite loss or gradient norm.
+// Adam, one fresh batch per step, stops at the first non-finite loss or gradient norm. Under
+// --detect-anomaly (anomaly mode on) it also stops at the first op that makes a NaN/Inf, and nan_what is
+// the anomaly report naming that op.
 // `resume` (a checkpoint path, may be empty) is loaded into model + optimizer before training.
 TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
                      const std::string& resume = "", const std::string& save = "");

@@ -19,11 +19,12 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-Progress::Progress(std::string label, int64_t total, bool quiet, int64_t first_step)
+Progress::Progress(std::string label, int64_t total, bool quiet, int64_t first_step, std::FILE* out)
     : label_(std::move(label)),
       total_(total),
       first_step_(first_step),
-      active_(!quiet && ::isatty(STDERR_FILENO)) {
+      out_(out),
+      active_(!quiet && out != nullptr && ::isatty(::fileno(out))) {
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
@@ -49,13 +50,16 @@ void Progress::update(int64_t step, double loss) {
   last_draw_ = now;
   double elapsed = std::chrono::duration<double>(now - start_).count();
   double rate = elapsed > 0 ? double(step - first_step_ + 1) / elapsed : 0;
-  std::fprintf(stderr, "\r%s\033[K", format(label_, step, total_, loss, rate).c_str());
-  std::fflush(stderr);
+  std::fprintf(out_, "\r%s\033[K", format(label_, step, total_, loss, rate).c_str());
+  std::fflush(out_);
   drawn_ = true;
 }
 
 void Progress::finish() {
-  if (active_ && drawn_) std::fprintf(stderr, "\n");
+  if (active_ && drawn_) {
+    std::fprintf(out_, "\n");
+    std::fflush(out_);
+  }
   drawn_ = false;
 }
 

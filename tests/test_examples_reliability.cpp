@@ -1,0 +1,232 @@
+// The trainers under the reliability issue's promises, as black boxes (separate processes):
+//
+//   divergence   a config whose loss becomes NaN stops cleanly at that step; the step is in the summary's
+//                table, the CSV and the plot; the other configs go on; every file is written; exit 0
+//   anomaly      with --detect-anomaly the same run names the first op that made the NaN/Inf
+//   determinism  the same seed gives byte-identical CSVs, at the same thread count and across 1 and 2
+//   resume       --steps 10 --save, then a fresh process --steps 20 --resume, gives the bits of --steps 20
+//
+// Every run is a few steps on the copy task (exp3 --quick: a small model), on 1 thread unless the thread
+// count is the point: one thread per run keeps them quick when ctest runs several tests at once.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "examples_test_util.h"
+
+using namespace extest;
+
+namespace {
+
+// The loss curve of one series as (step, loss) strings, exactly as the CSV has them.
+std::vector<std::pair<std::string, std::string>> curve(const std::vector<CsvRow>& rows,
+                                                       const std::string& panel, const std::string& series) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const CsvRow& r : select(rows, "line", series, panel)) out.emplace_back(r.x, r.y);
+  return out;
+}
+
+// The CSV writes losses with %.9g. A loss is an f32 value (held in a double), and 9 significant digits tell
+// every two floats apart, so for such values equal strings mean equal bits. This checks the premise for one
+// value: the string is exactly what %.9g prints for the float nearest to it.
+bool is_printed_float(const std::string& s) {
+  const float f = std::strtof(s.c_str(), nullptr);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", double(f));
+  return s == buf;
+}
+
+}  // namespace
+
+#ifdef NG_EXP2_NORM_COMPARISON_PATH
+
+// --lr-scale 1e9 gives NoNorm a learning rate of 1e5: after one Adam step its weights are about 1e5, and
+// with no norm anywhere the second forward overflows (the attention scores of layer 2 pass 3.4e38).
+const std::string kDiverge = " --steps 2 --task copy --threads 1 --quiet --lr-scale 1e9 --out ";
+
+TEST(TrainerDivergence, Exp2StopsTheConfigAtItsNaNStepAndFinishes) {
+  const fs::path dir = temp_dir("diverge");
+  const RunResult r = run(std::string(NG_EXP2_NORM_COMPARISON_PATH) + kDiverge + (dir / "out").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* ext : {"png", "csv", "md", "cmd.txt"})
+    EXPECT_TRUE(fs::exists(dir / "out" / (std::string("norm_comparison.") + ext))) << ext;
+  EXPECT_TRUE(contains(r.out, "(loss is NaN at step 2)")) << r.out;
+
+  // The summary: NoNorm's NaN step in the table and in the conclusions; the others never diverged.
+  const std::string md = slurp(dir / "out" / "norm_comparison.md");
+  EXPECT_TRUE(contains(md, "| NoNorm | 1e+05 | NaN near step 500 | no | 2 |")) << md;
+  EXPECT_TRUE(contains(md, "- NoNorm diverged at step 2 (loss is NaN)")) << md;
+  EXPECT_TRUE(contains(md, "Every learning rate is the lesson's times --lr-scale 1e+09")) << md;
+  for (const char* c : {"Post-LN + LayerNorm", "Pre-LN + LayerNorm", "Pre-LN + RMSNorm"})
+    EXPECT_TRUE(contains(md, "| " + std::string(c) + " | ")) << c;
+  EXPECT_EQ(count(md, " | no | - | "), 3u) << md;
+
+  // The CSV: NoNorm's curve stops at step 2 with "nan", the vertical marker is at step 2, and the other
+  // configs ran both steps with finite losses.
+  const std::vector<CsvRow> rows = read_csv(dir / "out" / "norm_comparison.csv");
+  const auto nonorm = curve(rows, "Training loss (copy)", "NoNorm");
+  ASSERT_EQ(nonorm.size(), 2u);
+  EXPECT_TRUE(std::isfinite(std::stod(nonorm[0].second)));
+  EXPECT_EQ(nonorm[1], (std::pair<std::string, std::string>{"2", "nan"}));
+  const std::vector<CsvRow> marker = select(rows, "vline", "NoNorm NaN at step 2");
+  ASSERT_EQ(marker.size(), 1u);
+  EXPECT_EQ(marker[0].x, "2");
+  EXPECT_EQ(select(rows, "vline").size(), 1u);
+  for (const char* c : {"Post-LN + LayerNorm", "Pre-LN + LayerNorm", "Pre-LN + RMSNorm"}) {
+    const auto losses = curve(rows, "Training loss (copy)", c);
+    ASSERT_EQ(losses.size(), 2u) << c;
+    for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(std::stod(loss))) << c << " " << step;
+  }
+  fs::remove_all(dir);
+}
+
+// The same run with --detect-anomaly: the first op whose output is not finite is named (a Matmul of the
+// attention, shapes (B, NH, T, T) = (16, 4, 64, 64)), its inputs were still finite (it made the Inf, it did
+// not inherit it), the config stops at the same step 2, and the run still finishes with its files.
+TEST(TrainerDivergence, Exp2DetectAnomalyNamesTheFirstOp) {
+  const fs::path dir = temp_dir("anomaly");
+  const RunResult r =
+      run(std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --detect-anomaly" + kDiverge + (dir / "out").string(),
+          dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string report =
+      "anomaly: the forward of Matmul (node MatmulBackward) produced NaN or Inf in its output of shape "
+      "(16, 4, 64, 64); its inputs have shapes (16, 4, 64, 64), (16, 4, 64, 64).";
+  EXPECT_TRUE(contains(r.err, "NoNorm: step 2: " + report)) << r.err;
+  EXPECT_FALSE(contains(r.err, "already held NaN")) << r.err;
+  const std::string md = slurp(dir / "out" / "norm_comparison.md");
+  EXPECT_TRUE(contains(md, "- NoNorm diverged at step 2 (" + report + ")")) << md;
+  EXPECT_TRUE(contains(md, "| NoNorm | 1e+05 | NaN near step 500 | no | 2 |")) << md;
+  EXPECT_EQ(count(md, " | no | - | "), 3u) << "the other configs ran to the end: " << md;
+  EXPECT_TRUE(fs::exists(dir / "out" / "norm_comparison.png"));
+  fs::remove_all(dir);
+}
+
+// exp2's --save/--resume, across processes, on the copy task: 4 steps straight against 2 steps and --save,
+// then a fresh process with --resume for steps 3 and 4. The last config (Pre-LN + RMSNorm) is the one saved
+// and resumed; the other three train again from step 1 in the second process, and must match too.
+TEST(TrainerResume, Exp2AcrossProcessesIsBitwise) {
+  if (kSanitized)
+    GTEST_SKIP() << "three exp2 runs take minutes under ASan; Exp3AcrossProcessesIsBitwise runs there";
+  const fs::path dir = temp_dir("resume2");
+  const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --threads 1 --quiet --task copy";
+  const fs::path ckpt = dir / "ckpt.safetensors";
+  RunResult r = run(exe + " --steps 4 --out " + (dir / "straight").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run(exe + " --steps 2 --save " + ckpt.string() + " --out " + (dir / "first").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run(exe + " --steps 4 --resume " + ckpt.string() + " --out " + (dir / "second").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "Pre-LN + RMSNorm: resumed from " + ckpt.string() + " at step 2")) << r.err;
+
+  const std::string panel = "Training loss (copy)";
+  const auto straight = read_csv(dir / "straight" / "norm_comparison.csv");
+  const auto first = read_csv(dir / "first" / "norm_comparison.csv");
+  const auto second = read_csv(dir / "second" / "norm_comparison.csv");
+  auto joined = curve(first, panel, "Pre-LN + RMSNorm");
+  const auto rest = curve(second, panel, "Pre-LN + RMSNorm");
+  ASSERT_EQ(joined.size(), 2u);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].first, "3");
+  joined.insert(joined.end(), rest.begin(), rest.end());
+  const auto expected = curve(straight, panel, "Pre-LN + RMSNorm");
+  ASSERT_EQ(expected.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(joined[k], expected[k]) << "step " << k + 1;
+    EXPECT_TRUE(is_printed_float(expected[k].second)) << expected[k].second;
+  }
+  for (const char* c : {"NoNorm", "Post-LN + LayerNorm", "Pre-LN + LayerNorm"})
+    EXPECT_EQ(curve(second, panel, c), curve(straight, panel, c)) << c;
+  EXPECT_TRUE(contains(slurp(dir / "second" / "norm_comparison.md"),
+                       "- Pre-LN + RMSNorm was resumed from `" + ckpt.string() +
+                           "` at step 2: its curve and statistics cover steps 3 to 4 only."));
+  fs::remove_all(dir);
+}
+#endif
+
+#ifdef NG_EXP3_PRENORM_VS_POSTNORM_PATH
+
+const std::string kExp3 = " --quick --task copy --quiet";
+
+// Same seed, same thread count: byte-identical CSVs after 5 steps (2 under ASan) (every loss of the four
+// runs, the final-loss and stability bars). The CSV holds no timings (those are only in the summary's
+// "seconds" column), so the whole file is compared. Every reduction has a fixed order, so 1 thread gives the
+// same bytes as 2.
+TEST(TrainerDeterminism, Exp3SameSeedSameBytes) {
+  const fs::path dir = temp_dir("determinism");
+  const int steps = kSanitized ? 2 : 5;
+  const std::string exe =
+      std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --steps " + std::to_string(steps);
+  for (const char* name : {"a", "b"}) {
+    const RunResult r = run(exe + " --seed 3 --threads 2 --out " + (dir / name).string(), dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  const RunResult r = run(exe + " --seed 3 --threads 1 --out " + (dir / "one").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string a = slurp(dir / "a" / "prenorm_vs_postnorm.csv");
+  ASSERT_EQ(select(read_csv(dir / "a" / "prenorm_vs_postnorm.csv"), "line").size(), 4u * size_t(steps));
+  EXPECT_FALSE(contains(a, "second")) << "a timing column would make this comparison meaningless";
+  EXPECT_EQ(a, slurp(dir / "b" / "prenorm_vs_postnorm.csv")) << "two runs at 2 threads differ";
+  EXPECT_EQ(a, slurp(dir / "one" / "prenorm_vs_postnorm.csv")) << "1 thread differs from 2";
+  // A different seed gives different losses: the comparison above can fail.
+  const RunResult other = run(exe + " --seed 4 --threads 2 --out " + (dir / "c").string(), dir);
+  ASSERT_EQ(other.status, 0) << other.err;
+  EXPECT_NE(a, slurp(dir / "c" / "prenorm_vs_postnorm.csv"));
+  fs::remove_all(dir);
+}
+
+// The resume check, across processes: train 10 steps and --save; a fresh process --resume's and
+// trains 10 more (2 + 2 under ASan). The last run (Post-LN 8L) is the one saved; its 20 losses must be the
+// bits of a straight 20-step run, and the other three runs (trained again from step 1 in the second process)
+// match too.
+TEST(TrainerResume, Exp3AcrossProcessesIsBitwise) {
+  const size_t total = kSanitized ? 4 : 20, half = total / 2;
+  const std::string steps = std::to_string(total), half_steps = std::to_string(half);
+  const fs::path dir = temp_dir("resume3");
+  const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --threads 1";
+  const fs::path ckpt = dir / "ckpt.safetensors";
+  RunResult r = run(exe + " --steps " + steps + " --out " + (dir / "straight").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run(exe + " --steps " + half_steps + " --save " + ckpt.string() + " --out " + (dir / "first").string(),
+          dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(fs::exists(ckpt));
+  r = run(exe + " --steps " + steps + " --resume " + ckpt.string() + " --out " + (dir / "second").string(),
+          dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "Post-LN 8L: resumed from " + ckpt.string() + " at step " + half_steps))
+      << r.err;
+
+  const auto straight = read_csv(dir / "straight" / "prenorm_vs_postnorm.csv");
+  const auto first = read_csv(dir / "first" / "prenorm_vs_postnorm.csv");
+  const auto second = read_csv(dir / "second" / "prenorm_vs_postnorm.csv");
+  const std::string panel = "8 layers: training loss";
+  auto joined = curve(first, panel, "Post-LN 8L");
+  const auto rest = curve(second, panel, "Post-LN 8L");
+  ASSERT_EQ(joined.size(), half);
+  ASSERT_EQ(rest.size(), total - half);
+  EXPECT_EQ(rest[0].first, std::to_string(half + 1));
+  joined.insert(joined.end(), rest.begin(), rest.end());
+  const auto expected = curve(straight, panel, "Post-LN 8L");
+  ASSERT_EQ(expected.size(), total);
+  for (size_t k = 0; k < total; ++k) {
+    EXPECT_EQ(joined[k], expected[k]) << "step " << k + 1;
+    EXPECT_TRUE(is_printed_float(expected[k].second)) << expected[k].second;
+  }
+  EXPECT_EQ(curve(second, panel, "Pre-LN 8L"), curve(straight, panel, "Pre-LN 8L"));
+  EXPECT_EQ(select(second, "line", "", "4 layers: training loss").size(), 2 * total);
+  EXPECT_EQ(curve(second, "4 layers: training loss", "Pre-LN 4L"),
+            curve(straight, "4 layers: training loss", "Pre-LN 4L"));
+  EXPECT_EQ(curve(second, "4 layers: training loss", "Post-LN 4L"),
+            curve(straight, "4 layers: training loss", "Post-LN 4L"));
+  EXPECT_TRUE(contains(slurp(dir / "second" / "prenorm_vs_postnorm.md"),
+                       "- Post-LN 8L was resumed from `" + ckpt.string() + "` at step " + half_steps +
+                           ": its curve and statistics cover steps " + std::to_string(half + 1) + " to " +
+                           steps + " only."));
+  fs::remove_all(dir);
+}
+#endif
