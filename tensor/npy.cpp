@@ -253,12 +253,20 @@ Tensor load_npy(const std::string& path) {
   // 3. Size check before any allocation: numel * itemsize must equal the bytes left in the file.
   const int64_t data_bytes = file_size - prelude - int64_t(header_len);
   const int64_t item = int64_t(dtype_size(dt));
-  int64_t n = 1;
+  // The product of the non-zero dims must fit too, even when a zero dim makes the tensor empty: the
+  // strides of (0, 3e14, 3e12) would overflow all the same.
+  int64_t n = 1, nonzero = 1;
+  bool empty_dim = false;
   for (int64_t s : h.shape) {
-    NG_CHECK(s == 0 || n <= std::numeric_limits<int64_t>::max() / item / s, "load_npy", path, ": shape ",
+    if (s == 0) {
+      empty_dim = true;
+      continue;
+    }
+    NG_CHECK(nonzero <= std::numeric_limits<int64_t>::max() / item / s, "load_npy", path, ": shape ",
              shape_str(h.shape), " is too large (its size overflows)");
-    n *= s;
+    nonzero *= s;
   }
+  n = empty_dim ? 0 : nonzero;
   NG_CHECK(n * item == data_bytes, "load_npy", path, ": the header promises shape ", shape_str(h.shape),
            " of ", h.descr, " = ", n * item, " bytes of data, but the file holds ", data_bytes,
            n * item > data_bytes ? " (truncated or lying header)" : " (trailing bytes)");

@@ -2,20 +2,36 @@
 
 #include "tensor/error.h"
 
+#include <algorithm>
+
 namespace ng {
+
+// a * b for sizes, or an ng::Error when it does not fit in int64 (a shape from a file or a bad reshape must
+// never wrap around silently: that is undefined behaviour, and then a small allocation for a "huge" tensor).
+static int64_t checked_mul(int64_t a, int64_t b, const Shape& shape) {
+  int64_t r = 0;
+  NG_CHECK(!__builtin_mul_overflow(a, b, &r), "shape", "the sizes of ", shape_str(shape),
+           " multiply past the largest int64 (expected a product below 2^63)");
+  return r;
+}
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    if (s == 0) return 0;
+    n = checked_mul(n, s, shape);
+  }
   return n;
 }
 
+// A zero-size dim contributes 1 to the strides (as PyTorch does), so an empty tensor's strides stay those of
+// its non-empty dims, and they must fit.
 Strides contiguous_strides(const Shape& shape) {
   Strides st(shape.size());
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= shape[i];
+    if (i > 0) acc = checked_mul(acc, std::max<int64_t>(shape[i], 1), shape);
   }
   return st;
 }

@@ -217,6 +217,14 @@ TEST_F(Npy, BadFiles) {
                      "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 8), }", 24));
       },
       {"overflow.npy", "is too large (its size overflows)"});
+  // Found by fuzz_npy: an empty tensor (a zero dim) whose other dims multiply past int64.
+  expect_error(
+      [&] {
+        load_npy(npy("empty_overflow.npy",
+                     "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 300000000080806, 3000010310010,), }",
+                     0));
+      },
+      {"empty_overflow.npy", "is too large (its size overflows)"});
   expect_error(
       [&] {
         load_npy(

@@ -36,7 +36,8 @@ Shape infer_shape(const Shape& want, int64_t n, const char* op, const Shape& fro
       minus = int64_t(i);
     } else {
       NG_CHECK(s[i] >= 0, op, "invalid size ", s[i], " in shape ", shape_str(want));
-      known *= s[i];
+      NG_CHECK(!__builtin_mul_overflow(known, s[i], &known), op, "shape ", shape_str(want),
+               " is invalid for a tensor of shape ", shape_str(from), " (its sizes multiply past int64)");
     }
   }
   if (minus >= 0) {
