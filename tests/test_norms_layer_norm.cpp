@@ -1,3 +1,4 @@
+#include <algorithm>
 // LayerNorm: golden values, gradchecks (random shapes, non-contiguous, behind a matmul), fast kernel vs the
 // reference loop on random and hostile rows, half precision, determinism, errors, the module.
 #include "norms_test_util.h"
@@ -145,6 +146,41 @@ TEST(LayerNorm, LargeMeanSmallStdIsRightInF32) {
   for (int64_t i = 0; i < n; ++i) v += (y[i] - m) * (y[i] - m);
   EXPECT_NEAR(m, 0.0, 1e-4);
   EXPECT_NEAR(v / double(n), 1.0, 1e-3);
+}
+
+TEST(LayerNorm, UnrepresentativeRowStartsTakeTheCentredPath) {
+  // The fast forward shifts each row by the mean of its first vector of values and uses s2/n - d^2; when
+  // that shift sits far from the row's mean the kernel must notice and recompute the variance centred.
+  // Rows built to defeat the shift: sorted ascending, a large outlier first, a first vector far from the
+  // rest, and a row with mean 1e4 whose start is 50 std away. All checked against the f64 formula.
+  const int64_t n = 1000;
+  std::vector<double> xs(size_t(4 * n));
+  Generator gen(11);
+  std::vector<double> r = randn({4 * n}, gen, DType::f64).to_vector<double>();
+  std::vector<double> sorted(r.begin(), r.begin() + n);
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < n; ++i) {
+    xs[size_t(i)] = sorted[size_t(i)] * 3.0 + 1.0;                                 // sorted
+    xs[size_t(n + i)] = i == 0 ? 1e3 : r[size_t(n + i)];                           // outlier first
+    xs[size_t(2 * n + i)] = i < 64 ? 100.0 + r[size_t(2 * n + i)] : r[size_t(2 * n + i)];  // far start
+    xs[size_t(3 * n + i)] = 1e4 + 1e-2 * (i < 32 ? 50.0 : r[size_t(3 * n + i)]);   // mean 1e4, far start
+  }
+  Tensor x = from_vector(xs, {4, n}).to(DType::f32);
+  std::vector<double> exact = x.to_vector<double>();  // the f32 inputs, in f64
+  std::vector<double> expect = layer_norm_f64(exact, n, 1e-8);
+  const int targets = for_each_target([&] {
+    auto s = norms::layer_norm_forward(x, n, Tensor(), Tensor(), 1e-8, norms::Impl::fast);
+    std::vector<double> y = s.y.to_vector<double>();
+    for (int64_t row = 0; row < 4; ++row) {
+      double worst = 0;
+      for (int64_t i = 0; i < n; ++i)
+        worst = std::max(worst, std::abs(y[size_t(row * n + i)] - expect[size_t(row * n + i)]));
+      // f32 rounding of a normalized value is ~1e-7 relative; the mean-1e4 row is limited by its f32 input
+      // spacing (1e-3 of a 1e-2 std), as in LargeMeanSmallStdIsRightInF32.
+      EXPECT_LT(worst, row == 3 ? 1e-3 : 1e-4) << "row " << row;
+    }
+  });
+  EXPECT_GE(targets, 1);
 }
 
 TEST(LayerNorm, LargeMeanSmallStdBackwardIsRightInF32) {

@@ -74,14 +74,28 @@ void layer_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* m
 
 // ---- 3. The fast kernel (Highway SIMD per row, OpenMP over rows) ------------------------------------------
 //
-// Per row, three passes over x. The row (up to tens of KB) stays in L1/L2 after the first pass, so memory is
-// read once and y written once: the compulsory traffic.
-//   pass 1: d   = mean(x - K), K = x_0           (four vector accumulators)
-//   pass 2: var = mean(((x - K) - d)^2)
-//   pass 3: y   = fma(fma(x - K, rstd, -d * rstd), w, b)
-// Pass 3 folds the per-row scale: after the subtract, each output costs two FMAs. (Folding K into the FMA,
-// y = fma(x, rstd, -mean * rstd), would save the subtract but brings back the cancellation the shift avoids:
+// Per row, one pass that reads x from memory and one that writes y; the row (up to tens of KB) stays in L1/L2
+// in between, so memory traffic is the compulsory read of x and write of y.
+//   pass 1: s1 = sum (x - K),  s2 = sum (x - K)^2       K = the mean of the row's first vector of values
+//           d = s1 / n (so mean = K + d),  var = s2 / n - d^2
+//   pass 2: y  = fma(fma(x - K, rstd, -d * rstd), w, b)
+//
+// Why pass 1 may use s2/n - d^2 here although the reference never does (norm_math.h explains why E[x^2] -
+// E[x]^2 fails): the subtraction cancels in proportion to d^2 / var, i.e. to how far the shift K sits from the
+// mean, in units of the row's spread. K is the mean of the first vector of the row (16 values on AVX-512),
+// which is typically within std / 4 of the row's mean, so s2/n exceeds var by a few percent and the
+// subtraction loses well under one bit. The kernel checks that on every row: when d^2 > var / 4 (the start of
+// the row is not representative: sorted data, an outlier up front) or a sum overflowed, it recomputes var the
+// centred way,
+// var = mean(((x - K) - d)^2), from the row still in cache. A row with mean 1e4 and std 1e-2 is handled
+// like any other: x - K is exact for values near K, so neither sum ever sees the 1e4.
+//
+// Pass 2 folds the per-row scale: after the subtract, each output costs two FMAs. (Folding K into the FMA,
+// y = fma(x, rstd, -mean * rstd), would save the subtract but bring back the cancellation the shift avoids:
 // with mean 1e4 and std 1e-2, x * rstd is about 1e6 and loses the digits that matter.)
+//
+// The result can differ from the reference loop's in the last bits (another summation order and the
+// one-pass variance); tests/test_norms_layer_norm.cpp bounds the difference on random and hostile rows.
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
@@ -100,40 +114,70 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   for (int64_t r = r0; r < r1; ++r) {
     const T* HWY_RESTRICT xr = x + r * n;
     T* HWY_RESTRICT yr = y + r * n;
-    const Tail<D, T> x_tail(xr + n_main, rest);
 
-    // pass 1: sum of (x - K)
-    const A K = hn::GetLane(Tail<D, T>(xr, 1).load(d));
+    // The shift K: the mean of the first min(n, L) values.
+    const auto first = n_main > 0 ? LoadAs(d, xr) : Tail<D, T>(xr, rest).load(d);
+    const A K = ReduceSum(d, first) / A(std::min<int64_t>(n, L));
     const auto vK = hn::Set(d, K);
-    auto sum = Accumulate4(d, xr, n_main,
-                           [&](hn::Vec<D> acc, hn::Vec<D> v) { return hn::Add(acc, hn::Sub(v, vK)); });
-    if (rest) sum = hn::Add(sum, hn::IfThenElseZero(tail_mask, hn::Sub(x_tail.load(d), vK)));
-    const A dmean = ReduceSum(d, sum) / A(n);
 
-    // pass 2: sum of ((x - K) - d)^2
-    const auto vd = hn::Set(d, dmean);
-    auto m2 = Accumulate4(d, xr, n_main, [&](hn::Vec<D> acc, hn::Vec<D> v) {
-      const auto c = hn::Sub(hn::Sub(v, vK), vd);
-      return hn::MulAdd(c, c, acc);
-    });
-    if (rest) {
-      const auto c = hn::IfThenElseZero(tail_mask, hn::Sub(hn::Sub(x_tail.load(d), vK), vd));
-      m2 = hn::MulAdd(c, c, m2);
+    // pass 1: s1 = sum (x - K), s2 = sum (x - K)^2, four accumulators each
+    auto s1a = hn::Zero(d), s1b = hn::Zero(d), s1c = hn::Zero(d), s1d = hn::Zero(d);
+    auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + 4 * L <= n_main; i += 4 * L) {
+      const auto c0 = hn::Sub(LoadAs(d, xr + i), vK), c1 = hn::Sub(LoadAs(d, xr + i + L), vK);
+      const auto c2 = hn::Sub(LoadAs(d, xr + i + 2 * L), vK), c3 = hn::Sub(LoadAs(d, xr + i + 3 * L), vK);
+      s1a = hn::Add(s1a, c0);
+      s1b = hn::Add(s1b, c1);
+      s1c = hn::Add(s1c, c2);
+      s1d = hn::Add(s1d, c3);
+      s2a = hn::MulAdd(c0, c0, s2a);
+      s2b = hn::MulAdd(c1, c1, s2b);
+      s2c = hn::MulAdd(c2, c2, s2c);
+      s2d = hn::MulAdd(c3, c3, s2d);
     }
-    const A var = ReduceSum(d, m2) / A(n);
-    const A rs = A(1) / std::sqrt(var + A(eps));
+    for (; i < n_main; i += L) {
+      const auto c = hn::Sub(LoadAs(d, xr + i), vK);
+      s1a = hn::Add(s1a, c);
+      s2a = hn::MulAdd(c, c, s2a);
+    }
+    if (rest) {
+      const auto c = hn::IfThenElseZero(tail_mask, hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK));
+      s1a = hn::Add(s1a, c);
+      s2a = hn::MulAdd(c, c, s2a);
+    }
+    const A dmean = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d))) / A(n);
+    const A m2 = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d))) / A(n);
+    A var = m2 - dmean * dmean;
+
+    // The check: K far from the mean (d^2 > var / 4, i.e. d^2 > m2 / 5) -> centred second pass from cache.
+    // Also when the sums overflowed (var inf or NaN): the centred pass then gives what the reference gives.
+    if (dmean * dmean * A(5) > m2 || !std::isfinite(var)) {
+      const auto vd = hn::Set(d, dmean);
+      auto acc = Accumulate4(d, xr, n_main, [&](hn::Vec<D> a, hn::Vec<D> v) {
+        const auto c = hn::Sub(hn::Sub(v, vK), vd);
+        return hn::MulAdd(c, c, a);
+      });
+      if (rest) {
+        const auto c =
+            hn::IfThenElseZero(tail_mask, hn::Sub(hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK), vd));
+        acc = hn::MulAdd(c, c, acc);
+      }
+      var = ReduceSum(d, acc) / A(n);
+    }
+    const A rs = A(1) / std::sqrt(std::max(var, A(0)) + A(eps));
     mean[r] = K + dmean;
     rstd[r] = rs;
 
-    // pass 3: y = (x - K) * rstd + (-d * rstd), then * w + b
+    // pass 2: y = (x - K) * rstd + (-d * rstd), then * w + b
     const auto vrs = hn::Set(d, rs);
     const auto vneg = hn::Set(d, -dmean * rs);
-    for (int64_t i = 0; i < n_main; i += L) {
-      const auto xhat = hn::MulAdd(hn::Sub(LoadAs(d, xr + i), vK), vrs, vneg);
-      StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + i), hn::LoadU(d, b + i)), yr + i);
+    for (int64_t j = 0; j < n_main; j += L) {
+      const auto xhat = hn::MulAdd(hn::Sub(LoadAs(d, xr + j), vK), vrs, vneg);
+      StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + j), hn::LoadU(d, b + j)), yr + j);
     }
     if (rest) {
-      const auto xhat = hn::MulAdd(hn::Sub(x_tail.load(d), vK), vrs, vneg);
+      const auto xhat = hn::MulAdd(hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK), vrs, vneg);
       const auto out = hn::MulAdd(xhat, LoadTailA(d, w + n_main, rest), LoadTailA(d, b + n_main, rest));
       Tail<D, T> y_tail(rest);
       y_tail.store(d, out, yr + n_main);
