@@ -1,6 +1,8 @@
 // CSV, Markdown, command line and run statistics shared by the experiments. See report.h.
 #include "examples/common/report.h"
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <variant>
 
 #include "tensor/error.h"
+#include "tensor/parallel.h"
 
 namespace ng::examples {
 
@@ -128,7 +131,11 @@ std::string command_line(int argc, char** argv) {
 }
 
 Report::Report(const CommonOptions& o, std::string name, int argc, char** argv)
-    : out_(o.out), name_(std::move(name)), command_(command_line(argc, argv)) {
+    : out_(o.out),
+      name_(std::move(name)),
+      command_(command_line(argc, argv)),
+      threads_(num_threads()),
+      start_(std::chrono::steady_clock::now()) {
   std::filesystem::create_directories(out_);
   write_text(path("cmd.txt"), command_ + "\n");
 }
@@ -144,8 +151,18 @@ std::string Report::save_figure(const plot::Figure& figure) const {
   return png;
 }
 
+double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
 void Report::save_summary(const std::string& markdown) const {
-  write_text(path("md"), markdown + "\n---\nCommand: `" + command_ + "`\n");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  char cost[160];
+  std::snprintf(cost, sizeof(cost), "Run: %d thread%s, %.1f s wall, peak RSS %.0f MiB (measured by the run itself).",
+                threads_, threads_ == 1 ? "" : "s", seconds, peak_rss_mib());
+  write_text(path("md"), markdown + "\n---\n" + cost + "\n\nCommand: `" + command_ + "`\n");
 }
 
 namespace {

@@ -9,6 +9,7 @@
 // The CSV is derived from the plot::Figure itself, so nothing plotted can be missing from it.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -47,13 +48,19 @@ class Report {
   std::string path(const std::string& extension) const;  // <out>/<name>.<extension>
   // PNG + CSV of the figure. Returns the PNG's path.
   std::string save_figure(const plot::Figure& figure) const;
-  // The summary; the command line is appended at its end.
+  // The summary. Appended at its end: the run's cost (wall time since this Report was made, the process's
+  // peak resident memory from getrusage, the thread count), then the command line.
   void save_summary(const std::string& markdown) const;
   const std::string& command() const { return command_; }
 
  private:
   std::string out_, name_, command_;
+  int threads_ = 0;
+  std::chrono::steady_clock::time_point start_;
 };
+
+// Peak resident set size of this process so far, in MiB (getrusage's ru_maxrss).
+double peak_rss_mib();
 
 // ---- small statistics over a loss curve (non-finite values are skipped) ----
 double mean_last(const std::vector<double>& v, size_t n);
