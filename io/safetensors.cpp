@@ -215,14 +215,17 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
       bad("entry '", name, "' has dtype ", dt.dump(), ", expected one of F32, F64, F16, BF16, I64");
     const auto& shape = value["shape"];
     if (!shape.is_array()) bad("entry '", name, "' has shape ", shape.dump(), ", expected an array of sizes");
-    uint64_t numel = 1;
+    // nonzero: the product of the non-zero sizes, which must stay small even for an empty tensor (its
+    // strides are made from it).
+    uint64_t numel = 1, nonzero = 1;
     for (const auto& d : shape) {
       if (!d.is_number_unsigned())
         bad("entry '", name, "' has shape ", shape.dump(), ", expected non-negative integers");
       const uint64_t s = d.get<uint64_t>();
-      if (s > uint64_t(std::numeric_limits<int64_t>::max()) || (s != 0 && numel > buffer_size / s + 1))
+      if (s > uint64_t(std::numeric_limits<int64_t>::max()) || (s != 0 && nonzero > buffer_size / s + 1))
         bad("entry '", name, "' has shape ", shape.dump(), ", larger than the file");
       numel *= s;
+      if (s != 0) nonzero *= s;
       e.shape.push_back(int64_t(s));
     }
     const auto& off = value["data_offsets"];
