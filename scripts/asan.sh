@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer, with LeakSanitizer on (ASan's
-# default on Linux): the `asan` preset (RelWithDebInfo, -fsanitize=address,undefined, no CUDA, no bench).
+# default on Linux): the `asan` preset (-O1 -g1 -fsanitize=address,undefined, no CUDA, no bench). To keep CI
+# short the preset compiles the Highway kernels for AVX-512 and Highway's portable baseline only (not SSE4 and
+# AVX2): on the AVX-512 machines CI runs on, that is the code that runs, and it halves the build (measured:
+# 10.3 -> 4.8 min for the whole sanitizer build on 2 cores; the suite then takes about 2.5 min).
 # CI runs it after the release suite (.ci/run). Any report fails the test that caused it:
 # -fno-sanitize-recover=undefined makes UBSan abort, and ASan/LSan exit non-zero.
 set -euo pipefail
