@@ -442,6 +442,29 @@ void layer_norm_backward_fast(const T* dy, const T* x, const A* w, const A* mean
 
 }  // namespace
 
+// Row-range entries (layer_norm.h): one thread, one SIMD call, pointers at the range's first row.
+template <typename T, typename A>
+void layer_norm_forward_rows(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t rows, int64_t n,
+                             A eps) {
+  NG_NORM_SIMD_CALL(T, LayerNormForward, hwy_ptr(x), w, b, hwy_ptr(y), mean, rstd, int64_t(0), rows, n,
+                    double(eps));
+}
+template <typename T, typename A>
+void layer_norm_backward_rows(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx, A* dw,
+                              A* db, int64_t rows, int64_t n) {
+  NG_NORM_SIMD_CALL(T, LayerNormBackward, hwy_ptr(dy), hwy_ptr(x), w, mean, rstd, hwy_ptr(dx), dw, db,
+                    int64_t(0), rows, n);
+}
+#define NG_LAYER_NORM_ROWS(T, A)                                                                             \
+  template void layer_norm_forward_rows<T, A>(const T*, const A*, const A*, T*, A*, A*, int64_t, int64_t, A); \
+  template void layer_norm_backward_rows<T, A>(const T*, const T*, const A*, const A*, const A*, T*, A*, A*,  \
+                                               int64_t, int64_t);
+NG_LAYER_NORM_ROWS(float, float)
+NG_LAYER_NORM_ROWS(double, double)
+NG_LAYER_NORM_ROWS(f16, float)
+NG_LAYER_NORM_ROWS(bf16, float)
+#undef NG_LAYER_NORM_ROWS
+
 NormStats layer_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias, double eps,
                              Impl impl) {
   NG_CHECK(x.is_contiguous(), "layer_norm_forward", "expected a contiguous x");

@@ -1,6 +1,7 @@
 // All the norms: the functional API in ng::F and the modules in ng::nn.
 //
-//   F::batch_norm, F::layer_norm, F::rms_norm, F::group_norm
+//   F::batch_norm, F::layer_norm, F::rms_norm, F::group_norm; F::add_layer_norm, F::add_rms_norm (residual add
+//   fused into the norm: add_norm.h)
 //   nn::BatchNorm1d, nn::BatchNorm2d, nn::LayerNorm, nn::RMSNorm, nn::GroupNorm, nn::InstanceNorm1d/2d
 //
 // Each norm lives in one file, nn/norms/<norm>.cpp, holding in order: the formula, the scalar reference loop,
@@ -14,6 +15,7 @@
 // The gradients of weight and bias come back in their own dtype. (norm_common.h: check_affine_dtype.)
 #pragma once
 
+#include "nn/norms/add_norm.h"
 #include "nn/norms/layer_norm.h"
 #include "nn/norms/rms_norm.h"
 #include "nn/norms/batch_norm.h"

@@ -248,6 +248,26 @@ HWY_EXPORT(RMSNormBackwardF64);
 HWY_EXPORT(RMSNormBackwardF16);
 HWY_EXPORT(RMSNormBackwardBF16);
 
+// Row-range entries (rms_norm.h): one thread, one SIMD call, pointers at the range's first row.
+template <typename T, typename A>
+void rms_norm_forward_rows(const T* x, const A* w, T* y, A* rstd, int64_t rows, int64_t n, A eps) {
+  NG_NORM_SIMD_CALL(T, RMSNormForward, hwy_ptr(x), w, hwy_ptr(y), rstd, int64_t(0), rows, n, double(eps));
+}
+template <typename T, typename A>
+void rms_norm_backward_rows(const T* dy, const T* x, const A* w, const A* rstd, T* dx, A* dw, int64_t rows,
+                            int64_t n) {
+  NG_NORM_SIMD_CALL(T, RMSNormBackward, hwy_ptr(dy), hwy_ptr(x), w, rstd, hwy_ptr(dx), dw, int64_t(0), rows, n);
+}
+#define NG_RMS_NORM_ROWS(T, A)                                                                     \
+  template void rms_norm_forward_rows<T, A>(const T*, const A*, T*, A*, int64_t, int64_t, A);     \
+  template void rms_norm_backward_rows<T, A>(const T*, const T*, const A*, const A*, T*, A*, int64_t, \
+                                             int64_t);
+NG_RMS_NORM_ROWS(float, float)
+NG_RMS_NORM_ROWS(double, double)
+NG_RMS_NORM_ROWS(f16, float)
+NG_RMS_NORM_ROWS(bf16, float)
+#undef NG_RMS_NORM_ROWS
+
 NormStats rms_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, double eps, Impl impl) {
   NG_CHECK(x.is_contiguous(), "rms_norm_forward", "expected a contiguous x");
   const DType acc = compute_dtype(x.dtype());

@@ -29,6 +29,13 @@ NormStats rms_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, dou
 NormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, const Tensor& weight,
                             bool need_dx, bool need_dweight, Impl impl = Impl::fast);
 
+// The fast kernels on a range of rows, on the calling thread (see layer_norm_forward_rows).
+template <typename T, typename A>
+void rms_norm_forward_rows(const T* x, const A* w, T* y, A* rstd, int64_t rows, int64_t n, A eps);
+template <typename T, typename A>
+void rms_norm_backward_rows(const T* dy, const T* x, const A* w, const A* rstd, T* dx, A* dw, int64_t rows,
+                            int64_t n);
+
 }  // namespace ng::norms
 
 namespace ng::nn {

@@ -1,0 +1,180 @@
+// Residual add + norm in one op (see add_norm.h for what is fused, why, and the bitwise contract).
+//
+// Layout: the sum builder, the forward and backward drivers (shared by LayerNorm and RMSNorm), then the two
+// autograd ops. The norm math itself is not repeated here: the drivers call the norms' own fast row kernels
+// (layer_norm_forward_rows, rms_norm_backward_rows, ...) on rows of h built in a per-thread buffer.
+#include "nn/norms/add_norm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "autograd/function.h"
+#include "nn/norms/layer_norm.h"
+#include "nn/norms/norm_common.h"
+#include "nn/norms/norm_dispatch.h"
+#include "nn/norms/rms_norm.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/parallel.h"
+
+namespace ng {
+namespace {
+
+enum class Norm { layer, rms };
+
+// h = alpha * x + a for `count` values, rounded as the unfused ops round it: t = alpha * x in T (alpha
+// itself already rounded to T by the caller), then h = t + a in T. With alpha == 1 there is no multiply.
+template <typename T, typename A>
+void make_sum(const T* x, const T* a, bool scale, A alpha, T* h, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const T t = scale ? norms::store_acc<T>(norms::load_acc<A>(x[i]) * alpha) : x[i];
+    h[i] = norms::store_acc<T>(norms::load_acc<A>(t) + norms::load_acc<A>(a[i]));
+  }
+}
+
+// A per-thread buffer for the rows of h: grows to the largest chunk seen, then is reused.
+template <typename T>
+T* row_buffer(int64_t count) {
+  static thread_local std::vector<T> buf;
+  if (buf.size() < size_t(count)) buf.resize(size_t(count));
+  return buf.data();
+}
+
+// The forward: rows in parallel, in the same chunks as the plain norm's fast forward. Per chunk, build its
+// rows of h in the buffer, then run the norm's row kernel on them. mean is unused for RMSNorm.
+template <typename T, typename A>
+void add_norm_forward(Norm kind, const T* x, const T* a, bool scale, A alpha, const A* w, const A* b, T* y,
+                      A* mean, A* rstd, int64_t rows, int64_t n, A eps) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    T* h = row_buffer<T>((r1 - r0) * n);
+    make_sum<T, A>(x + r0 * n, a + r0 * n, scale, alpha, h, (r1 - r0) * n);
+    if (kind == Norm::layer)
+      norms::layer_norm_forward_rows<T, A>(h, w, b, y + r0 * n, mean + r0, rstd + r0, r1 - r0, n, eps);
+    else
+      norms::rms_norm_forward_rows<T, A>(h, w, y + r0 * n, rstd + r0, r1 - r0, n, eps);
+  });
+}
+
+// The backward: dh = norm_backward(dy, h) with h rebuilt chunk by chunk, in the plain norm's fixed row chunks
+// (norm_common.h: row_chunks), each with its own dweight/dbias partial row, then summed in chunk order.
+template <typename T, typename A>
+void add_norm_backward(Norm kind, const T* dy, const T* x, const T* a, bool scale, A alpha, const A* w,
+                       const A* mean, const A* rstd, T* dh, A* dw, A* db, int64_t rows, int64_t n) {
+  const norms::RowChunks chunks = norms::row_chunks(rows, n);
+  std::vector<A> dw_part(dw ? size_t(chunks.count * n) : 0, A(0));
+  std::vector<A> db_part(db ? size_t(chunks.count * n) : 0, A(0));
+  parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
+      T* h = row_buffer<T>((r1 - r0) * n);
+      make_sum<T, A>(x + r0 * n, a + r0 * n, scale, alpha, h, (r1 - r0) * n);
+      A* dwc = dw ? dw_part.data() + c * n : nullptr;
+      if (kind == Norm::layer)
+        norms::layer_norm_backward_rows<T, A>(dy + r0 * n, h, w, mean + r0, rstd + r0, dh + r0 * n, dwc,
+                                              db ? db_part.data() + c * n : nullptr, r1 - r0, n);
+      else
+        norms::rms_norm_backward_rows<T, A>(dy + r0 * n, h, w, rstd + r0, dh + r0 * n, dwc, r1 - r0, n);
+    }
+  });
+  if (dw) norms::reduce_partials(dw_part, chunks.count, n, dw);
+  if (db) norms::reduce_partials(db_part, chunks.count, n, db);
+}
+
+// The autograd op for either norm. `n` is the normalized length, weight/bias already checked (bias is
+// undefined for RMSNorm). x and a have one shape and one dtype, on the CPU.
+Tensor add_norm(Norm kind, const Tensor& x, const Tensor& a, double alpha, int64_t n, const Shape& wshape,
+                const Tensor& weight, const Tensor& bias, double eps, const char* op) {
+  const DType dt = x.dtype(), acc = compute_dtype(dt);
+  const int64_t rows = n > 0 ? x.numel() / n : 0;
+  const bool scale = alpha != 1.0;
+  // alpha as the unfused x * alpha sees it: rounded to x's dtype (scalar_like in elementwise.cpp).
+  const double alpha_t = full({}, alpha, dt).item();
+
+  Tensor xc = x.detach().contiguous(), ac = a.detach().contiguous();
+  Tensor wc = norms::contiguous_as(weight, acc), bc = norms::contiguous_as(bias, acc);
+  if (!wc.defined()) wc = ones({n}, acc);
+  if (kind == Norm::layer && !bc.defined()) bc = zeros({n}, acc);
+  Tensor y = empty(x.shape(), dt), mean = empty({rows}, acc), rstd = empty({rows}, acc);
+  if (x.numel() > 0)
+    norms::dispatch_storage(dt, op, [&]<typename T, typename A>() {
+      add_norm_forward<T, A>(kind, static_cast<const T*>(xc.raw_data()), static_cast<const T*>(ac.raw_data()),
+                             scale, A(alpha_t), wc.data<A>(), bc.defined() ? bc.data<A>() : nullptr,
+                             static_cast<T*>(y.raw_data()), mean.data<A>(), rstd.data<A>(), rows, n, A(eps));
+    });
+
+  if (needs_grad({x, a, weight, bias})) {
+    const bool need_dw = weight.defined() && weight.requires_grad();
+    const bool need_db = bias.defined() && bias.requires_grad();
+    const DType w_dtype = weight.defined() ? weight.dtype() : acc;
+    const DType b_dtype = bias.defined() ? bias.dtype() : acc;
+    // Saved: x and a (to rebuild h), the weight, and the statistics. Not h: it is rebuilt, a chunk at a time.
+    SavedTensor sx(xc, op), sa(ac, op), sw(wc, op), smean(mean, op), srstd(rstd, op);
+    const char* node = kind == Norm::layer ? "AddLayerNormBackward" : "AddRMSNormBackward";
+    attach(y, node, {x, a, weight, bias}, [=](const Tensor& dout) -> std::vector<Tensor> {
+      Tensor dy = dout.to(dt).contiguous();
+      const Tensor xs = sx.unpack(), as = sa.unpack(), ws = sw.unpack();
+      Tensor dh = empty(xs.shape(), dt);
+      Tensor dw = need_dw ? zeros({n}, acc) : Tensor(), db = need_db ? zeros({n}, acc) : Tensor();
+      if (xs.numel() > 0)
+        norms::dispatch_storage(dt, op, [&]<typename T, typename A>() {
+          add_norm_backward<T, A>(kind, static_cast<const T*>(dy.raw_data()),
+                                  static_cast<const T*>(xs.raw_data()), static_cast<const T*>(as.raw_data()),
+                                  scale, A(alpha_t), ws.data<A>(), smean.unpack().data<A>(),
+                                  srstd.unpack().data<A>(), static_cast<T*>(dh.raw_data()),
+                                  need_dw ? dw.data<A>() : nullptr, need_db ? db.data<A>() : nullptr, rows, n);
+        });
+      // da = dh (the add's gradient); dx = dh * alpha, by the same op the unfused x * alpha's backward runs.
+      Tensor dx = scale ? mul(dh, alpha) : dh;
+      return {dx, dh, norms::grad_like(dw, w_dtype, wshape), norms::grad_like(db, b_dtype, wshape)};
+    });
+  }
+  return y;
+}
+
+// The unfused ops, for what the fast path does not take (broadcasting, mixed dtypes, devices).
+bool fusable(const Tensor& x, const Tensor& a) {
+  return x.defined() && a.defined() && x.shape() == a.shape() && x.dtype() == a.dtype() &&
+         is_floating(x.dtype()) && x.device().is_cpu() && a.device().is_cpu();
+}
+Tensor unfused_sum(const Tensor& x, const Tensor& a, double alpha) {
+  return alpha != 1.0 ? x * alpha + a : x + a;
+}
+
+}  // namespace
+
+namespace F {
+
+Tensor add_layer_norm(const Tensor& x, const Tensor& a, double alpha, const Shape& normalized_shape,
+                      const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "add_layer_norm";
+  if (!fusable(x, a)) return layer_norm(unfused_sum(x, a, alpha), normalized_shape, weight, bias, eps);
+  // The same checks as F::layer_norm, named after this op.
+  norms::check_float_input(x, op);
+  norms::check_eps(eps, op);
+  const int64_t k = int64_t(normalized_shape.size());
+  NG_CHECK(k >= 1, op, "normalized_shape must name at least one dim, got ()");
+  bool match = x.dim() >= k;
+  for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[i];
+  NG_CHECK(match, op, "normalized_shape ", shape_str(normalized_shape), " does not match the last ", k,
+           " dimension(s) of x ", shape_str(x.shape()));
+  norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
+  norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  norms::check_affine_dtype(bias, "bias", x, op);
+  return add_norm(Norm::layer, x, a, alpha, numel(normalized_shape), normalized_shape, weight, bias, eps, op);
+}
+
+Tensor add_rms_norm(const Tensor& x, const Tensor& a, double alpha, const Tensor& weight, double eps) {
+  const char* op = "add_rms_norm";
+  if (!fusable(x, a)) return rms_norm(unfused_sum(x, a, alpha), weight, eps);
+  norms::check_float_input(x, op);
+  norms::check_eps(eps, op);
+  NG_CHECK(x.dim() >= 1, op, "expected x with at least 1 dimension (*, C), got a 0-d tensor");
+  const int64_t n = x.size(-1);
+  norms::check_affine(weight, "weight", Shape{n}, x, "the last dimension", op);
+  norms::check_affine_dtype(weight, "weight", x, op);
+  return add_norm(Norm::rms, x, a, alpha, n, Shape{n}, weight, Tensor(), eps, op);
+}
+
+}  // namespace F
+}  // namespace ng
