@@ -331,6 +331,34 @@ void bench_norms() {
   }
 }
 
+// Residual add + LayerNorm, y = layer_norm(x + a), forward, fused (F::add_layer_norm, nn/norms/add_norm.h)
+// against the two unfused ops, both through the public ops with autograd off. Compulsory traffic for the
+// operation: read x and a, write y = 3 n E (the unfused pair also writes and re-reads the sum).
+void bench_add_norm() {
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 1024}, {16384, 256}};
+  if (opt.quick) shapes = {{4096, 1024}};
+  for (auto [rows, cols] : shapes) {
+    const std::string shape = shape_name(rows, cols);
+    const double numel = double(rows * cols), E = 4;
+    ng::Generator g(3);
+    const ng::Tensor x = ng::randn({rows, cols}, g), a = ng::randn({rows, cols}, g);
+    const ng::Tensor w = ng::ones({cols}), b = ng::zeros({cols});
+    ng::NoGradGuard no_grad;
+    for (const bool fused : {true, false}) {
+      const std::string name = std::string(fused ? "add_layer_norm" : "add_then_layer_norm") + "/" + shape +
+                               "/f32/fwd";
+      if (!selected(name)) continue;
+      Timing t = time_it([&] {
+        if (fused)
+          ng::F::add_layer_norm(x, a, 1.0, {cols}, w, b);
+        else
+          ng::F::layer_norm(x + a, {cols}, w, b);
+      });
+      emit_bandwidth("add_norm", name, shape, "f32", "fwd", numel * E, 3 * numel * E, t);
+    }
+  }
+}
+
 // softmax over the last dim (the fast row kernel), cross-entropy forward + backward (through autograd, as
 // the trainer calls it), and one Adam step.
 //   softmax fwd:         read x, write y                                     2 n E
@@ -549,6 +577,7 @@ int main(int argc, char** argv) {
 
   bench_matmul(peak);
   bench_norms();
+  bench_add_norm();
   bench_softmax_loss_adam();
   bench_train_step();
 

@@ -24,7 +24,14 @@ enum class Norm { layer, rms };
 // h = alpha * x + a for `count` values, rounded as the unfused ops round it: t = alpha * x in T (alpha
 // itself already rounded to T by the caller), then h = t + a in T. With alpha == 1 there is no multiply.
 template <typename T, typename A>
-void make_sum(const T* x, const T* a, bool scale, A alpha, T* h, int64_t count) {
+void make_sum(const T* __restrict x, const T* __restrict a, bool scale, A alpha, T* __restrict h, int64_t count) {
+  if constexpr (std::is_same_v<T, A>) {  // f32, f64: plain loops the compiler vectorizes
+    if (scale)
+      for (int64_t i = 0; i < count; ++i) h[i] = T(x[i] * alpha) + a[i];
+    else
+      for (int64_t i = 0; i < count; ++i) h[i] = x[i] + a[i];
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
     const T t = scale ? norms::store_acc<T>(norms::load_acc<A>(x[i]) * alpha) : x[i];
     h[i] = norms::store_acc<T>(norms::load_acc<A>(t) + norms::load_acc<A>(a[i]));
