@@ -182,6 +182,28 @@ double measure_copy_gbps(size_t bytes) {
   return 2.0 * double(bytes) / t.best * 1e-9;
 }
 
+// The copy baseline against its size: where the machine's caches end. A copy of B bytes touches 2 B; once
+// that passes the last-level cache the copy runs at DRAM speed. Memory-bound entries read their ratios
+// against a copy of their own tensor's size, so this curve says which regime each of those copies is in.
+void bench_copy_curve() {
+  for (int64_t mib : {1, 4, 8, 16, 24, 32, 64, 256}) {
+    const std::string name = "copy/" + std::to_string(mib) + "MiB";
+    if (!selected(name)) continue;
+    if (opt.quick && mib > 64) continue;
+    const double gbps = measure_copy_gbps(size_t(mib) << 20);
+    emit({{"bench", "copy"},
+          {"name", name},
+          {"threads", ng::num_threads()},
+          {"seconds", 0.0},
+          {"bytes", double(mib << 20)},
+          {"gbps", gbps},
+          {"figure", fmt(gbps) + " GB/s"},
+          {"baseline_text", "copy of " + std::to_string(mib) + " MiB (touches " + std::to_string(2 * mib) +
+                                " MiB)"},
+          {"ratio_text", "baseline"}});
+  }
+}
+
 // ---- matmul -----------------------------------------------------------------------------------------
 
 struct MatmulShape {
@@ -527,7 +549,7 @@ void print_table(std::ostream& os) {
       if (r.contains("scaling"))
         os << ", 1->" << opt.threads << " threads: " << fmt(r["scaling"].get<double>(), 2) << "x";
       os << " |\n";
-    } else if (r.contains("gbps")) {
+    } else if (r.contains("copy_gbps")) {
       os << fmt(r.value("gbps", 0.0)) << " GB/s | " << fmt(r.value("copy_gbps", 0.0)) << " GB/s copy | "
          << fmt(100 * r.value("ratio", 0.0)) << "% copy (" << fmt(100 * r.value("ratio_same_traffic", 0.0))
          << "% of a same-traffic copy, " << fmt(r.value("copy_same_traffic_gbps", 0.0)) << " GB/s) |\n";
@@ -575,6 +597,7 @@ int main(int argc, char** argv) {
   }
   ng::set_num_threads(opt.threads);
 
+  bench_copy_curve();
   bench_matmul(peak);
   bench_norms();
   bench_add_norm();
