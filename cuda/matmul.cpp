@@ -12,8 +12,10 @@
 // weight for every batch, stride 0). The batch dims must collapse to one stride (true for contiguous tensors
 // and transposed views of them); anything else is made contiguous first.
 #include <cublas_v2.h>
+#include <dlfcn.h>
 
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "autograd/function.h"
@@ -26,9 +28,62 @@ namespace ng::cuda {
 
 namespace {
 
+// cuBLAS is loaded on the first GPU matmul (dlopen), not linked. The library is about 600 MB; linked, the
+// dynamic loader mapped and relocated it at the start of every normgrad program, CPU-only runs included:
+// exp1_gradient_vanishing's peak RSS was 281 MB with CUDA on against 66 MB with CUDA off (measured with
+// /usr/bin/time, 2026-11-23). We call three of its functions; they are looked up once, here.
+struct CublasApi {
+  decltype(&cublasCreate_v2) create = nullptr;
+  // Spelled out: in C++ the header overloads this name (an inline shim taking cudaDataType as the compute
+  // type), so decltype(&cublasGemmStridedBatchedEx) is ambiguous. This is the exported one.
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int m, int n,
+                                            int k, const void* alpha, const void* A, cudaDataType, int lda,
+                                            long long stride_a, const void* B, cudaDataType, int ldb,
+                                            long long stride_b, const void* beta, void* C, cudaDataType, int ldc,
+                                            long long stride_c, int batch, cublasComputeType_t,
+                                            cublasGemmAlgo_t) = nullptr;
+  decltype(&cublasGetStatusString) status_string = nullptr;
+};
+
+// Loads the library and its three functions once; `error` is "" when that worked.
+const CublasApi& load_cublas(std::string& error_out) {
+  static std::once_flag once;
+  static CublasApi api;
+  static std::string error;
+  std::call_once(once, [] {
+    // First by soname (the loader's search path), then from the toolkit this was built against.
+    const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef NORMGRAD_CUDA_LIBRARY_DIR
+    if (!lib) lib = dlopen((std::string(NORMGRAD_CUDA_LIBRARY_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (!lib) {
+      const char* why = dlerror();
+      error = "cannot load " + name + " (" + (why ? why : "unknown reason") +
+              "); the CUDA matmul needs cuBLAS from the CUDA toolkit on the library path";
+      return;
+    }
+    api.create = reinterpret_cast<decltype(api.create)>(dlsym(lib, "cublasCreate_v2"));
+    api.gemm_strided_batched_ex =
+        reinterpret_cast<decltype(api.gemm_strided_batched_ex)>(dlsym(lib, "cublasGemmStridedBatchedEx"));
+    api.status_string = reinterpret_cast<decltype(api.status_string)>(dlsym(lib, "cublasGetStatusString"));
+    if (!api.create || !api.gemm_strided_batched_ex || !api.status_string)
+      error = name + " lacks cublasCreate_v2, cublasGemmStridedBatchedEx or cublasGetStatusString";
+  });
+  error_out = error;
+  return api;
+}
+
+const CublasApi& cublas() {
+  std::string error;
+  const CublasApi& api = load_cublas(error);
+  NG_CHECK(error.empty(), "cuda", error);
+  return api;
+}
+
 void check_cublas(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  fail("cuda", call, " failed: ", cublasGetStatusString(status), " (cuBLAS status ", int(status), ")");
+  fail("cuda", call, " failed: ", cublas().status_string(status), " (cuBLAS status ", int(status), ")");
 }
 
 // One cuBLAS handle per device, created on first use and kept for the life of the process.
@@ -37,7 +92,7 @@ cublasHandle_t handle_for(int device) {
   static std::vector<cublasHandle_t> handles;
   std::lock_guard<std::mutex> lock(mutex);
   if (size_t(device) >= handles.size()) handles.resize(size_t(device) + 1, nullptr);
-  if (!handles[size_t(device)]) check_cublas(cublasCreate(&handles[size_t(device)]), "cublasCreate(&handle)");
+  if (!handles[size_t(device)]) check_cublas(cublas().create(&handles[size_t(device)]), "cublasCreate(&handle)");
   return handles[size_t(device)];
 }
 
@@ -140,7 +195,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   const bool f64 = a.dtype() == DType::f64;
   cublasHandle_t h = handle_for(a.device().index);
   // C^T (N x M, ld N) = op(B) (N x K) * op(A) (K x M)
-  check_cublas(cublasGemmStridedBatchedEx(
+  check_cublas(cublas().gemm_strided_batched_ex(
                    h, B.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, A.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
                    int(N), int(M), int(K), f64 ? static_cast<const void*>(&one_d) : &one_f, B.t.raw_data(),
                    type, int(B.ld), B.batch_stride, A.t.raw_data(), type, int(A.ld), A.batch_stride,
@@ -148,6 +203,12 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
                    int(batch), compute, CUBLAS_GEMM_DEFAULT),
                "cublasGemmStridedBatchedEx");
   return out;
+}
+
+std::string cublas_load_error() {
+  std::string error;
+  load_cublas(error);
+  return error;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

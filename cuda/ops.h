@@ -15,6 +15,8 @@
 // Elementwise kernels are in elementwise.h, the norms in norms.h.
 #pragma once
 
+#include <string>
+
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -66,6 +68,9 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 // transposed operand, nothing is copied. f32, f64 (exact-precision compute), f16/bf16 (f32 compute).
 Tensor matmul_forward(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);  // autograd: dA = dC B^T, dB = A^T dC
+// cuBLAS is dlopen'ed on the first GPU matmul. This loads it now (no GPU needed) and returns "" on success,
+// otherwise why it could not be loaded (the same message the first matmul would throw).
+std::string cublas_load_error();
 
 // ---- attention pieces (cuda/attention.cu): kernels, not autograd ops ----
 // RoPE: out = R(sign * angle) x; x (B, T, NH, HS), cos/sin (>= T, HS/2), all contiguous, x's dtype.

@@ -17,8 +17,9 @@
 // the chain of theirs; the derivation is docs/attention.md.
 //
 // The lesson's original copy-task model used attention with causal = false, biases and NO position
-// encoding. That is expressible (AttentionConfig::lesson_original()), and docs/attention.md explains why
-// such a model can simply look at the answer: without the mask, position t attends to position t + 1.
+// encoding. That is expressible (AttentionConfig::lesson_original()), and docs/attention.md explains what
+// goes wrong: without the mask, position t attends to position t + 1, whose token is its target. With no
+// positions it can only narrow its guess to the tokens in the window; give it positions and it copies.
 #pragma once
 
 #include <map>

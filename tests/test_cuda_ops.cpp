@@ -187,6 +187,12 @@ TEST(CudaOps, AdamAndAdamWMatchTheCpuOptimizers) {
   }
 }
 
+// cuBLAS is loaded on first use, not linked (cuda/matmul.cpp). Loading needs no GPU, so this runs on every
+// CUDA build with the toolkit installed: the soname and the three symbols we look up must be right.
+TEST(CudaOps, CublasLoadsOnDemand) {
+  EXPECT_EQ(ng::cuda::cublas_load_error(), "");
+}
+
 TEST(CudaOps, MatmulThroughCublasEveryTransposeAndBatch) {
   NG_REQUIRE_GPU();
   ng::Generator gen(29);
