@@ -198,8 +198,8 @@ void bench_copy_curve() {
           {"bytes", double(mib << 20)},
           {"gbps", gbps},
           {"figure", fmt(gbps) + " GB/s"},
-          {"baseline_text", "copy of " + std::to_string(mib) + " MiB (touches " + std::to_string(2 * mib) +
-                                " MiB)"},
+          {"baseline_text",
+           "copy of " + std::to_string(mib) + " MiB (touches " + std::to_string(2 * mib) + " MiB)"},
           {"ratio_text", "baseline"}});
   }
 }
@@ -367,8 +367,8 @@ void bench_add_norm() {
     const ng::Tensor w = ng::ones({cols}), b = ng::zeros({cols});
     ng::NoGradGuard no_grad;
     for (const bool fused : {true, false}) {
-      const std::string name = std::string(fused ? "add_layer_norm" : "add_then_layer_norm") + "/" + shape +
-                               "/f32/fwd";
+      const std::string name =
+          std::string(fused ? "add_layer_norm" : "add_then_layer_norm") + "/" + shape + "/f32/fwd";
       if (!selected(name)) continue;
       Timing t = time_it([&] {
         if (fused)

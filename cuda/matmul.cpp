@@ -36,40 +36,45 @@ struct CublasApi {
   decltype(&cublasCreate_v2) create = nullptr;
   // Spelled out: in C++ the header overloads this name (an inline shim taking cudaDataType as the compute
   // type), so decltype(&cublasGemmStridedBatchedEx) is ambiguous. This is the exported one.
-  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int m, int n,
-                                            int k, const void* alpha, const void* A, cudaDataType, int lda,
-                                            long long stride_a, const void* B, cudaDataType, int ldb,
-                                            long long stride_b, const void* beta, void* C, cudaDataType, int ldc,
-                                            long long stride_c, int batch, cublasComputeType_t,
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int m,
+                                            int n, int k, const void* alpha, const void* A, cudaDataType,
+                                            int lda, long long stride_a, const void* B, cudaDataType, int ldb,
+                                            long long stride_b, const void* beta, void* C, cudaDataType,
+                                            int ldc, long long stride_c, int batch, cublasComputeType_t,
                                             cublasGemmAlgo_t) = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
 };
 
-// Loads the library and its three functions once; `error` is "" when that worked.
+// Opens the library `name` (by soname, i.e. the loader's search path, then from the toolkit this was built
+// against) and looks up the three functions into `api`. Returns "" on success, otherwise why not.
+std::string open_cublas(const std::string& name, CublasApi& api) {
+  void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef NORMGRAD_CUDA_LIBRARY_DIR
+  if (!lib)
+    lib = dlopen((std::string(NORMGRAD_CUDA_LIBRARY_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+  if (!lib) {
+    const char* why = dlerror();
+    return "cannot load " + name + " (" + (why ? why : "unknown reason") +
+           "); the CUDA matmul needs cuBLAS from the CUDA toolkit on the library path";
+  }
+  api.create = reinterpret_cast<decltype(api.create)>(dlsym(lib, "cublasCreate_v2"));
+  api.gemm_strided_batched_ex =
+      reinterpret_cast<decltype(api.gemm_strided_batched_ex)>(dlsym(lib, "cublasGemmStridedBatchedEx"));
+  api.status_string = reinterpret_cast<decltype(api.status_string)>(dlsym(lib, "cublasGetStatusString"));
+  if (!api.create || !api.gemm_strided_batched_ex || !api.status_string)
+    return name + " lacks cublasCreate_v2, cublasGemmStridedBatchedEx or cublasGetStatusString";
+  return "";
+}
+
+const std::string kCublasName = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+
+// The process's cuBLAS, opened once; `error_out` is "" when that worked.
 const CublasApi& load_cublas(std::string& error_out) {
   static std::once_flag once;
   static CublasApi api;
   static std::string error;
-  std::call_once(once, [] {
-    // First by soname (the loader's search path), then from the toolkit this was built against.
-    const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-#ifdef NORMGRAD_CUDA_LIBRARY_DIR
-    if (!lib) lib = dlopen((std::string(NORMGRAD_CUDA_LIBRARY_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
-#endif
-    if (!lib) {
-      const char* why = dlerror();
-      error = "cannot load " + name + " (" + (why ? why : "unknown reason") +
-              "); the CUDA matmul needs cuBLAS from the CUDA toolkit on the library path";
-      return;
-    }
-    api.create = reinterpret_cast<decltype(api.create)>(dlsym(lib, "cublasCreate_v2"));
-    api.gemm_strided_batched_ex =
-        reinterpret_cast<decltype(api.gemm_strided_batched_ex)>(dlsym(lib, "cublasGemmStridedBatchedEx"));
-    api.status_string = reinterpret_cast<decltype(api.status_string)>(dlsym(lib, "cublasGetStatusString"));
-    if (!api.create || !api.gemm_strided_batched_ex || !api.status_string)
-      error = name + " lacks cublasCreate_v2, cublasGemmStridedBatchedEx or cublasGetStatusString";
-  });
+  std::call_once(once, [] { error = open_cublas(kCublasName, api); });
   error_out = error;
   return api;
 }
@@ -92,7 +97,8 @@ cublasHandle_t handle_for(int device) {
   static std::vector<cublasHandle_t> handles;
   std::lock_guard<std::mutex> lock(mutex);
   if (size_t(device) >= handles.size()) handles.resize(size_t(device) + 1, nullptr);
-  if (!handles[size_t(device)]) check_cublas(cublas().create(&handles[size_t(device)]), "cublasCreate(&handle)");
+  if (!handles[size_t(device)])
+    check_cublas(cublas().create(&handles[size_t(device)]), "cublasCreate(&handle)");
   return handles[size_t(device)];
 }
 
@@ -205,9 +211,14 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-std::string cublas_load_error() {
+std::string cublas_load_error(const std::string& soname) {
   std::string error;
-  load_cublas(error);
+  if (soname.empty() || soname == kCublasName) {
+    load_cublas(error);
+  } else {
+    CublasApi scratch;  // another library, for the tests: opened and checked, not used
+    error = open_cublas(soname, scratch);
+  }
   return error;
 }
 

@@ -35,23 +35,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   double eps) {
   const char* op = "cuda::layer_norm";
   check_cuda(x, op, "x");
-  norms::check_float_input(x, op);
-  norms::check_eps(eps, op);
-  const int64_t k = int64_t(normalized_shape.size());
-  NG_CHECK(k >= 1, op, "normalized_shape must name at least one dim, got ()");
-  bool match = x.dim() >= k;
-  for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[i];
-  NG_CHECK(match, op, "normalized_shape ", shape_str(normalized_shape), " does not match the last ", k,
-           " dimension(s) of x ", shape_str(x.shape()));
-  norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
-  norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
-  norms::check_affine_dtype(weight, "weight", x, op);
-  norms::check_affine_dtype(bias, "bias", x, op);
+  const int64_t n = norms::check_layer_norm_args(x, normalized_shape, weight, bias, eps, op);
   check_same_device(weight, x, "weight", op);
   check_same_device(bias, x, "bias", op);
 
   const DType acc = compute_dtype(x.dtype());
-  const int64_t n = numel(normalized_shape);
   Tensor xc = contiguous(x.detach());
   Tensor wc = contiguous_as(weight, acc), bc = contiguous_as(bias, acc);
   norms::NormStats fwd = layer_norm_forward(xc, n, wc, bc, eps);
@@ -75,12 +63,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const char* op = "cuda::rms_norm";
   check_cuda(x, op, "x");
-  norms::check_float_input(x, op);
-  norms::check_eps(eps, op);
-  NG_CHECK(x.dim() >= 1, op, "expected x with at least one dim, got a 0-d tensor");
-  const int64_t C = x.size(-1);
-  norms::check_affine(weight, "weight", {C}, x, "the last dimension", op);
-  norms::check_affine_dtype(weight, "weight", x, op);
+  const int64_t C = norms::check_rms_norm_args(x, weight, eps, op);
   check_same_device(weight, x, "weight", op);
 
   const DType acc = compute_dtype(x.dtype());

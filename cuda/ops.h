@@ -69,8 +69,9 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 Tensor matmul_forward(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);  // autograd: dA = dC B^T, dB = A^T dC
 // cuBLAS is dlopen'ed on the first GPU matmul. This loads it now (no GPU needed) and returns "" on success,
-// otherwise why it could not be loaded (the same message the first matmul would throw).
-std::string cublas_load_error();
+// otherwise why it could not be loaded (the same message the first matmul would throw). A `soname` other
+// than the toolkit's libcublas.so.<major> is only opened and checked, never used (the tests pass a bad one).
+std::string cublas_load_error(const std::string& soname = "");
 
 // ---- attention pieces (cuda/attention.cu): kernels, not autograd ops ----
 // RoPE: out = R(sign * angle) x; x (B, T, NH, HS), cos/sin (>= T, HS/2), all contiguous, x's dtype.

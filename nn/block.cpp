@@ -72,12 +72,14 @@ Block::Block(const BlockConfig& cfg, Generator& gen, Generator& dropout_gen) : c
 }
 
 // norm(alpha * x + a) for the Post-LN and DeepNorm sublayers: the fused residual add + norm
-// (nn/norms/add_norm.h) for LayerNorm and RMSNorm, bitwise what norm->forward(x * alpha + a) gives in f32/f64,
-// without writing the sum to memory.
-static Tensor norm_of_sum(const std::shared_ptr<Module>& norm, const Tensor& x, double alpha, const Tensor& a) {
+// (nn/norms/add_norm.h) for LayerNorm and RMSNorm, bitwise what norm->forward(x * alpha + a) gives in
+// f32/f64, without writing the sum to memory.
+static Tensor norm_of_sum(const std::shared_ptr<Module>& norm, const Tensor& x, double alpha,
+                          const Tensor& a) {
   if (auto ln = std::dynamic_pointer_cast<LayerNorm>(norm))
     return F::add_layer_norm(x, a, alpha, ln->normalized_shape, ln->weight, ln->bias, ln->eps);
-  if (auto rn = std::dynamic_pointer_cast<RMSNorm>(norm)) return F::add_rms_norm(x, a, alpha, rn->weight, rn->eps);
+  if (auto rn = std::dynamic_pointer_cast<RMSNorm>(norm))
+    return F::add_rms_norm(x, a, alpha, rn->weight, rn->eps);
   return norm->forward(alpha != 1.0 ? x * alpha + a : x + a);
 }
 
@@ -93,7 +95,7 @@ Tensor Block::forward(const Tensor& x) {
   } else if (pos == "pre") {
     h = h + attn->forward(norm1->forward(h));
     h = h + ffn->forward(norm2->forward(h));
-  } else {  // deepnorm
+  } else {                                         // deepnorm
     const double alpha = config.deepnorm_alpha();  // norm1(alpha h + attn(h)), norm2(alpha h + ffn(h))
     h = norm_of_sum(norm1, h, alpha, attn->forward(h));
     h = norm_of_sum(norm2, h, alpha, ffn->forward(h));

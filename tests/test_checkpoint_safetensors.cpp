@@ -136,7 +136,8 @@ TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
       "larger than the file");
   // An empty tensor whose other sizes multiply past anything the file could describe.
   expect_bad(
-      make_file(R"({"x":{"dtype":"F32","shape":[0,300000000080806,3000010310010],"data_offsets":[0,0]}})", ""),
+      make_file(R"({"x":{"dtype":"F32","shape":[0,300000000080806,3000010310010],"data_offsets":[0,0]}})",
+                ""),
       "larger than the file");
   expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", eight), "begin > end");
   expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", eight),

@@ -2,6 +2,8 @@
 #include "tests/test_cuda_common.h"
 
 #ifdef NORMGRAD_HAVE_CUDA
+#include <cuda_runtime_api.h>  // CUDART_VERSION
+
 #include "optim/adam.h"
 #include "tensor/ops/index.h"
 #include "tensor/ops/loss.h"
@@ -191,6 +193,14 @@ TEST(CudaOps, AdamAndAdamWMatchTheCpuOptimizers) {
 // CUDA build with the toolkit installed: the soname and the three symbols we look up must be right.
 TEST(CudaOps, CublasLoadsOnDemand) {
   EXPECT_EQ(ng::cuda::cublas_load_error(), "");
+  // A library that is not there: the message names it and says what needs it.
+  const std::string bad = ng::cuda::cublas_load_error("libcublas.so.999");
+  EXPECT_NE(bad.find("cannot load libcublas.so.999"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("the CUDA matmul needs cuBLAS"), std::string::npos) << bad;
+  // A library that is there but is not cuBLAS: the missing functions are named.
+  const std::string wrong =
+      ng::cuda::cublas_load_error("libcudart.so." + std::to_string(CUDART_VERSION / 1000));
+  EXPECT_NE(wrong.find("lacks cublasCreate_v2"), std::string::npos) << wrong;
 }
 
 TEST(CudaOps, MatmulThroughCublasEveryTransposeAndBatch) {

@@ -13,7 +13,7 @@ struct Pass {
 };
 
 Pass run(bool fused, bool layer, const Tensor& x0, const Tensor& a0, double alpha, const Tensor& w0,
-        const Tensor& b0, const Tensor& dy) {
+         const Tensor& b0, const Tensor& dy) {
   Tensor x = x0.clone().requires_grad_(), a = a0.clone().requires_grad_();
   Tensor w = w0.clone().requires_grad_(), b = b0.defined() ? b0.clone().requires_grad_() : Tensor();
   const int64_t n = x.size(-1);
@@ -70,13 +70,18 @@ TEST(AddNorm, GradcheckBothNorms) {
   for (double alpha : {1.0, 0.7}) {
     Tensor x = leaf({2, 3, 5}, 1), a = leaf({2, 3, 5}, 2), w = leaf({5}, 3, 1.0, 0.5), b = leaf({5}, 4);
     expect_gradcheck(
-        [alpha](const std::vector<Tensor>& in) { return F::add_layer_norm(in[0], in[1], alpha, {5}, in[2], in[3]); },
+        [alpha](const std::vector<Tensor>& in) {
+          return F::add_layer_norm(in[0], in[1], alpha, {5}, in[2], in[3]);
+        },
         {x, a, w, b}, "add_layer_norm alpha " + std::to_string(alpha));
-    expect_gradcheck([alpha](const std::vector<Tensor>& in) { return F::add_rms_norm(in[0], in[1], alpha, in[2]); },
-                     {x, a, w}, "add_rms_norm alpha " + std::to_string(alpha));
+    expect_gradcheck(
+        [alpha](const std::vector<Tensor>& in) { return F::add_rms_norm(in[0], in[1], alpha, in[2]); },
+        {x, a, w}, "add_rms_norm alpha " + std::to_string(alpha));
     // Over two trailing dims, and without affine parameters.
     expect_gradcheck(
-        [alpha](const std::vector<Tensor>& in) { return F::add_layer_norm(in[0], in[1], alpha, {3, 5}); },
+        [alpha](const std::vector<Tensor>& in) {
+          return F::add_layer_norm(in[0], in[1], alpha, {3, 5});
+        },
         {x, a}, "add_layer_norm over (3, 5)");
   }
 }
@@ -110,7 +115,8 @@ TEST(AddNorm, ErrorsNameTheFusedOp) {
   Tensor x = randn({2, 8}), a = randn({2, 8});
   expect_error([&] { F::add_layer_norm(x, a, 1.0, {8}, ones({4})); },
                {"add_layer_norm: weight has shape (4)"});
-  expect_error([&] { F::add_layer_norm(x, a, 1.0, {7}); }, {"add_layer_norm: normalized_shape (7) does not match"});
+  expect_error([&] { F::add_layer_norm(x, a, 1.0, {7}); },
+               {"add_layer_norm: normalized_shape (7) does not match"});
   expect_error([&] { F::add_rms_norm(x, a, 1.0, ones({8}, DType::f64)); },
                {"add_rms_norm: weight has dtype f64, expected f32"});
   expect_error([&] { F::add_rms_norm(x, a, 1.0, Tensor(), 0.0); }, {"add_rms_norm", "eps"});

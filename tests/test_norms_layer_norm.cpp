@@ -160,10 +160,10 @@ TEST(LayerNorm, UnrepresentativeRowStartsTakeTheCentredPath) {
   std::vector<double> sorted(r.begin(), r.begin() + n);
   std::sort(sorted.begin(), sorted.end());
   for (int64_t i = 0; i < n; ++i) {
-    xs[size_t(i)] = sorted[size_t(i)] * 3.0 + 1.0;                                 // sorted
-    xs[size_t(n + i)] = i == 0 ? 1e3 : r[size_t(n + i)];                           // outlier first
+    xs[size_t(i)] = sorted[size_t(i)] * 3.0 + 1.0;                                         // sorted
+    xs[size_t(n + i)] = i == 0 ? 1e3 : r[size_t(n + i)];                                   // outlier first
     xs[size_t(2 * n + i)] = i < 64 ? 100.0 + r[size_t(2 * n + i)] : r[size_t(2 * n + i)];  // far start
-    xs[size_t(3 * n + i)] = 1e4 + 1e-2 * (i < 32 ? 50.0 : r[size_t(3 * n + i)]);   // mean 1e4, far start
+    xs[size_t(3 * n + i)] = 1e4 + 1e-2 * (i < 32 ? 50.0 : r[size_t(3 * n + i)]);  // mean 1e4, far start
   }
   Tensor x = from_vector(xs, {4, n}).to(DType::f32);
   std::vector<double> exact = x.to_vector<double>();  // the f32 inputs, in f64

@@ -220,9 +220,9 @@ TEST_F(Npy, BadFiles) {
   // Found by fuzz_npy: an empty tensor (a zero dim) whose other dims multiply past int64.
   expect_error(
       [&] {
-        load_npy(npy("empty_overflow.npy",
-                     "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 300000000080806, 3000010310010,), }",
-                     0));
+        load_npy(npy(
+            "empty_overflow.npy",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 300000000080806, 3000010310010,), }", 0));
       },
       {"empty_overflow.npy", "is too large (its size overflows)"});
   expect_error(

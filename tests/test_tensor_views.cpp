@@ -157,8 +157,11 @@ TEST(Views, Errors) {
   expect_error([&] { x.reshape({-2, 12}); }, {"reshape: invalid size -2 in shape (-2, 12)"});
   expect_error([&] { x.view({0, -1}); }, {"view: shape (0, -1) is invalid"});
   // Sizes whose product passes int64 are an error, never a wrapped-around number.
-  expect_error([&] { x.reshape({4294967296, 4294967296, -1}); },
-               {"reshape: shape (4294967296, 4294967296, -1) is invalid", "multiply past int64"});
+  expect_error(
+      [&] {
+        x.reshape({4294967296, 4294967296, -1});
+      },
+      {"reshape: shape (4294967296, 4294967296, -1) is invalid", "multiply past int64"});
   expect_error([&] { x.reshape({4294967296, 4294967296, 8}); }, {"reshape: shape", "multiply past int64"});
   expect_error([&] { zeros({0, 4294967296, 4294967296}); }, {"multiply past the largest int64"});
   expect_error(

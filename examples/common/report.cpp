@@ -160,8 +160,9 @@ double peak_rss_mib() {
 void Report::save_summary(const std::string& markdown) const {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   char cost[160];
-  std::snprintf(cost, sizeof(cost), "Run: %d thread%s, %.1f s wall, peak RSS %.0f MiB (measured by the run itself).",
-                threads_, threads_ == 1 ? "" : "s", seconds, peak_rss_mib());
+  std::snprintf(cost, sizeof(cost),
+                "Run: %d thread%s, %.1f s wall, peak RSS %.0f MiB (measured by the run itself).", threads_,
+                threads_ == 1 ? "" : "s", seconds, peak_rss_mib());
   write_text(path("md"), markdown + "\n---\n" + cost + "\n\nCommand: `" + command_ + "`\n");
 }
 

@@ -24,7 +24,8 @@ enum class Norm { layer, rms };
 // h = alpha * x + a for `count` values, rounded as the unfused ops round it: t = alpha * x in T (alpha
 // itself already rounded to T by the caller), then h = t + a in T. With alpha == 1 there is no multiply.
 template <typename T, typename A>
-void make_sum(const T* __restrict x, const T* __restrict a, bool scale, A alpha, T* __restrict h, int64_t count) {
+void make_sum(const T* __restrict x, const T* __restrict a, bool scale, A alpha, T* __restrict h,
+              int64_t count) {
   if constexpr (std::is_same_v<T, A>) {  // f32, f64: plain loops the compiler vectorizes
     if (scale)
       for (int64_t i = 0; i < count; ++i) h[i] = T(x[i] * alpha) + a[i];
@@ -124,11 +125,11 @@ Tensor add_norm(Norm kind, const Tensor& x, const Tensor& a, double alpha, int64
       Tensor dw = need_dw ? zeros({n}, acc) : Tensor(), db = need_db ? zeros({n}, acc) : Tensor();
       if (xs.numel() > 0)
         norms::dispatch_storage(dt, op, [&]<typename T, typename A>() {
-          add_norm_backward<T, A>(kind, static_cast<const T*>(dy.raw_data()),
-                                  static_cast<const T*>(xs.raw_data()), static_cast<const T*>(as.raw_data()),
-                                  scale, A(alpha_t), ws.data<A>(), smean.unpack().data<A>(),
-                                  srstd.unpack().data<A>(), static_cast<T*>(dh.raw_data()),
-                                  need_dw ? dw.data<A>() : nullptr, need_db ? db.data<A>() : nullptr, rows, n);
+          add_norm_backward<T, A>(
+              kind, static_cast<const T*>(dy.raw_data()), static_cast<const T*>(xs.raw_data()),
+              static_cast<const T*>(as.raw_data()), scale, A(alpha_t), ws.data<A>(), smean.unpack().data<A>(),
+              srstd.unpack().data<A>(), static_cast<T*>(dh.raw_data()), need_dw ? dw.data<A>() : nullptr,
+              need_db ? db.data<A>() : nullptr, rows, n);
         });
       // da = dh (the add's gradient); dx = dh * alpha, by the same op the unfused x * alpha's backward runs.
       Tensor dx = scale ? mul(dh, alpha) : dh;
@@ -155,31 +156,15 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& a, double alpha, const Shap
                       const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "add_layer_norm";
   if (!fusable(x, a)) return layer_norm(unfused_sum(x, a, alpha), normalized_shape, weight, bias, eps);
-  // The same checks as F::layer_norm, named after this op.
-  norms::check_float_input(x, op);
-  norms::check_eps(eps, op);
-  const int64_t k = int64_t(normalized_shape.size());
-  NG_CHECK(k >= 1, op, "normalized_shape must name at least one dim, got ()");
-  bool match = x.dim() >= k;
-  for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[i];
-  NG_CHECK(match, op, "normalized_shape ", shape_str(normalized_shape), " does not match the last ", k,
-           " dimension(s) of x ", shape_str(x.shape()));
-  norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
-  norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
-  norms::check_affine_dtype(weight, "weight", x, op);
-  norms::check_affine_dtype(bias, "bias", x, op);
-  return add_norm(Norm::layer, x, a, alpha, numel(normalized_shape), normalized_shape, weight, bias, eps, op);
+  const int64_t n =
+      norms::check_layer_norm_args(x, normalized_shape, weight, bias, eps, op);  // as F::layer_norm
+  return add_norm(Norm::layer, x, a, alpha, n, normalized_shape, weight, bias, eps, op);
 }
 
 Tensor add_rms_norm(const Tensor& x, const Tensor& a, double alpha, const Tensor& weight, double eps) {
   const char* op = "add_rms_norm";
   if (!fusable(x, a)) return rms_norm(unfused_sum(x, a, alpha), weight, eps);
-  norms::check_float_input(x, op);
-  norms::check_eps(eps, op);
-  NG_CHECK(x.dim() >= 1, op, "expected x with at least 1 dimension (*, C), got a 0-d tensor");
-  const int64_t n = x.size(-1);
-  norms::check_affine(weight, "weight", Shape{n}, x, "the last dimension", op);
-  norms::check_affine_dtype(weight, "weight", x, op);
+  const int64_t n = norms::check_rms_norm_args(x, weight, eps, op);  // as F::rms_norm
   return add_norm(Norm::rms, x, a, alpha, n, Shape{n}, weight, Tensor(), eps, op);
 }
 

@@ -81,9 +81,9 @@ void layer_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* m
 //   pass 2: y  = fma(fma(x - K, rstd, -d * rstd), w, b)
 //
 // Why pass 1 may use s2/n - d^2 here although the reference never does (norm_math.h explains why E[x^2] -
-// E[x]^2 fails): the subtraction cancels in proportion to d^2 / var, i.e. to how far the shift K sits from the
-// mean, in units of the row's spread. K is the mean of the first vector of the row (16 values on AVX-512),
-// which is typically within std / 4 of the row's mean, so s2/n exceeds var by a few percent and the
+// E[x]^2 fails): the subtraction cancels in proportion to d^2 / var, i.e. to how far the shift K sits from
+// the mean, in units of the row's spread. K is the mean of the first vector of the row (16 values on
+// AVX-512), which is typically within std / 4 of the row's mean, so s2/n exceeds var by a few percent and the
 // subtraction loses well under one bit. The kernel checks that on every row: when d^2 > var / 4 (the start of
 // the row is not representative: sorted data, an outlier up front) or a sum overflowed, it recomputes var the
 // centred way,
@@ -444,8 +444,8 @@ void layer_norm_backward_fast(const T* dy, const T* x, const A* w, const A* mean
 
 // Row-range entries (layer_norm.h): one thread, one SIMD call, pointers at the range's first row.
 template <typename T, typename A>
-void layer_norm_forward_rows(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t rows, int64_t n,
-                             A eps) {
+void layer_norm_forward_rows(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t rows,
+                             int64_t n, A eps) {
   NG_NORM_SIMD_CALL(T, LayerNormForward, hwy_ptr(x), w, b, hwy_ptr(y), mean, rstd, int64_t(0), rows, n,
                     double(eps));
 }
@@ -456,8 +456,9 @@ void layer_norm_backward_rows(const T* dy, const T* x, const A* w, const A* mean
                     int64_t(0), rows, n);
 }
 #define NG_LAYER_NORM_ROWS(T, A)                                                                             \
-  template void layer_norm_forward_rows<T, A>(const T*, const A*, const A*, T*, A*, A*, int64_t, int64_t, A); \
-  template void layer_norm_backward_rows<T, A>(const T*, const T*, const A*, const A*, const A*, T*, A*, A*,  \
+  template void layer_norm_forward_rows<T, A>(const T*, const A*, const A*, T*, A*, A*, int64_t, int64_t,    \
+                                              A);                                                            \
+  template void layer_norm_backward_rows<T, A>(const T*, const T*, const A*, const A*, const A*, T*, A*, A*, \
                                                int64_t, int64_t);
 NG_LAYER_NORM_ROWS(float, float)
 NG_LAYER_NORM_ROWS(double, double)
@@ -535,24 +536,12 @@ namespace ng::F {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   const char* op = "layer_norm";
-  norms::check_float_input(x, op);
-  norms::check_eps(eps, op);
-  const int64_t k = int64_t(normalized_shape.size());
-  NG_CHECK(k >= 1, op, "normalized_shape must name at least one dim, got ()");
-  bool match = x.dim() >= k;
-  for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[i];
-  NG_CHECK(match, op, "normalized_shape ", shape_str(normalized_shape), " does not match the last ", k,
-           " dimension(s) of x ", shape_str(x.shape()));
-  norms::check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
-  norms::check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
-  norms::check_affine_dtype(weight, "weight", x, op);
-  norms::check_affine_dtype(bias, "bias", x, op);
+  const int64_t n = norms::check_layer_norm_args(x, normalized_shape, weight, bias, eps, op);
   if (on_device({x, weight, bias}, op))  // the backend's whole op (cuda/norms.h for CUDA)
     return device_kernels(x, op).layer_norm(x, normalized_shape, weight, bias, eps);
 
   // x: (rows, n) once made contiguous; weight, bias: (n) in the compute dtype.
   const DType acc = compute_dtype(x.dtype());
-  const int64_t n = numel(normalized_shape);
   Tensor xc = x.detach().contiguous();
   Tensor wc = norms::contiguous_as(weight, acc);
   Tensor bc = norms::contiguous_as(bias, acc);

@@ -37,8 +37,8 @@ NormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
 // (nn/norms/add_norm.cpp). Pointers point at the range's first row (mean, rstd: its first entry); w and b are
 // never null; dw, db (null: not wanted) are this range's partial rows, added to. T: float, double, f16, bf16.
 template <typename T, typename A>
-void layer_norm_forward_rows(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t rows, int64_t n,
-                             A eps);
+void layer_norm_forward_rows(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t rows,
+                             int64_t n, A eps);
 template <typename T, typename A>
 void layer_norm_backward_rows(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx, A* dw,
                               A* db, int64_t rows, int64_t n);

@@ -40,7 +40,35 @@ void check_affine_dtype(const Tensor& t, const char* name, const Tensor& x, cons
   const bool half_x = xd == DType::f16 || xd == DType::bf16;
   if (given == xd || (half_x && given == DType::f32)) return;
   fail(op, name, " has dtype ", dtype_name(given), ", expected ", dtype_name(xd), half_x ? " or f32" : "",
-       " to match x (", dtype_name(xd), "); mixed float dtypes are not converted silently, convert with .to()");
+       " to match x (", dtype_name(xd),
+       "); mixed float dtypes are not converted silently, convert with .to()");
+}
+
+int64_t check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                              const Tensor& bias, double eps, const char* op) {
+  check_float_input(x, op);
+  check_eps(eps, op);
+  const int64_t k = int64_t(normalized_shape.size());
+  NG_CHECK(k >= 1, op, "normalized_shape must name at least one dim, got ()");
+  bool match = x.dim() >= k;
+  for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[i];
+  NG_CHECK(match, op, "normalized_shape ", shape_str(normalized_shape), " does not match the last ", k,
+           " dimension(s) of x ", shape_str(x.shape()));
+  check_affine(weight, "weight", normalized_shape, x, "the trailing dimensions", op);
+  check_affine(bias, "bias", normalized_shape, x, "the trailing dimensions", op);
+  check_affine_dtype(weight, "weight", x, op);
+  check_affine_dtype(bias, "bias", x, op);
+  return numel(normalized_shape);
+}
+
+int64_t check_rms_norm_args(const Tensor& x, const Tensor& weight, double eps, const char* op) {
+  check_float_input(x, op);
+  check_eps(eps, op);
+  NG_CHECK(x.dim() >= 1, op, "expected x with at least 1 dimension (*, C), got a 0-d tensor");
+  const int64_t n = x.size(-1);
+  check_affine(weight, "weight", Shape{n}, x, "the last dimension", op);
+  check_affine_dtype(weight, "weight", x, op);
+  return n;
 }
 
 Tensor contiguous_as(const Tensor& t, DType dt) {

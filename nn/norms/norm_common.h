@@ -85,6 +85,13 @@ void check_affine(const Tensor& t, const char* name, const Shape& shape, const T
 // dtype(s) expected. (BatchNorm's running stats are buffers, read and written in f64 whatever their dtype.)
 void check_affine_dtype(const Tensor& t, const char* name, const Tensor& x, const char* op);
 
+// Every argument check of a LayerNorm call (x, normalized_shape, weight, bias, eps), for F::layer_norm, the
+// fused F::add_layer_norm and the CUDA op alike. Returns the row length, the product of normalized_shape.
+int64_t check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                              const Tensor& bias, double eps, const char* op);
+// The same for RMSNorm over the last dim. Returns the row length C = x.size(-1).
+int64_t check_rms_norm_args(const Tensor& x, const Tensor& weight, double eps, const char* op);
+
 // A detached, contiguous copy-or-view of t in dtype `dt` (undefined in, undefined out).
 Tensor contiguous_as(const Tensor& t, DType dt);
 

@@ -256,10 +256,11 @@ void rms_norm_forward_rows(const T* x, const A* w, T* y, A* rstd, int64_t rows, 
 template <typename T, typename A>
 void rms_norm_backward_rows(const T* dy, const T* x, const A* w, const A* rstd, T* dx, A* dw, int64_t rows,
                             int64_t n) {
-  NG_NORM_SIMD_CALL(T, RMSNormBackward, hwy_ptr(dy), hwy_ptr(x), w, rstd, hwy_ptr(dx), dw, int64_t(0), rows, n);
+  NG_NORM_SIMD_CALL(T, RMSNormBackward, hwy_ptr(dy), hwy_ptr(x), w, rstd, hwy_ptr(dx), dw, int64_t(0), rows,
+                    n);
 }
-#define NG_RMS_NORM_ROWS(T, A)                                                                     \
-  template void rms_norm_forward_rows<T, A>(const T*, const A*, T*, A*, int64_t, int64_t, A);     \
+#define NG_RMS_NORM_ROWS(T, A)                                                                        \
+  template void rms_norm_forward_rows<T, A>(const T*, const A*, T*, A*, int64_t, int64_t, A);         \
   template void rms_norm_backward_rows<T, A>(const T*, const T*, const A*, const A*, T*, A*, int64_t, \
                                              int64_t);
 NG_RMS_NORM_ROWS(float, float)
@@ -343,12 +344,7 @@ namespace ng::F {
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const char* op = "rms_norm";
-  norms::check_float_input(x, op);
-  norms::check_eps(eps, op);
-  NG_CHECK(x.dim() >= 1, op, "expected x with at least 1 dimension (*, C), got a 0-d tensor");
-  const int64_t n = x.size(-1);
-  norms::check_affine(weight, "weight", Shape{n}, x, "the last dimension", op);
-  norms::check_affine_dtype(weight, "weight", x, op);
+  const int64_t n = norms::check_rms_norm_args(x, weight, eps, op);
   if (on_device({x, weight}, op)) return device_kernels(x, op).rms_norm(x, weight, eps);  // the backend's op
 
   // x: (rows, C) once contiguous; weight: (C) in the compute dtype.

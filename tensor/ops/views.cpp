@@ -41,12 +41,12 @@ Shape infer_shape(const Shape& want, int64_t n, const char* op, const Shape& fro
     }
   }
   if (minus >= 0) {
-    NG_CHECK(known != 0 && n % known == 0, op, "shape ", shape_str(want), " is invalid for a tensor of shape ",
-             shape_str(from), " (", n, " elements)");
+    NG_CHECK(known != 0 && n % known == 0, op, "shape ", shape_str(want),
+             " is invalid for a tensor of shape ", shape_str(from), " (", n, " elements)");
     s[minus] = n / known;
   }
-  NG_CHECK(numel(s) == n, op, "shape ", shape_str(want), " is invalid for a tensor of shape ", shape_str(from),
-           " (", n, " elements)");
+  NG_CHECK(numel(s) == n, op, "shape ", shape_str(want), " is invalid for a tensor of shape ",
+           shape_str(from), " (", n, " elements)");
   return s;
 }
 
@@ -191,7 +191,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 Tensor Tensor::select(int64_t d, int64_t index) const {
   d = wrap_dim(d, dim(), "select");
   int64_t n = shape()[d];
-  NG_CHECK(index >= -n && index < n, "select", "index ", index, " is out of range for dim ", d, " of size ", n);
+  NG_CHECK(index >= -n && index < n, "select", "index ", index, " is out of range for dim ", d, " of size ",
+           n);
   if (index < 0) index += n;
   return narrow(d, index, 1).squeeze(d);
 }
@@ -256,8 +257,8 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
              ", expected ", dtype_name(first.dtype()));
     NG_CHECK(t.device() == first.device(), "cat", "expected all tensors on the same device, got ",
              first.device().str(), " (tensor 0) and ", t.device().str(), " (tensor ", i, ")");
-    NG_CHECK(t.dim() == first.dim(), "cat", "tensor ", i, " has shape ", shape_str(t.shape()),
-             ", expected ", first.dim(), " dims like ", shape_str(first.shape()));
+    NG_CHECK(t.dim() == first.dim(), "cat", "tensor ", i, " has shape ", shape_str(t.shape()), ", expected ",
+             first.dim(), " dims like ", shape_str(first.shape()));
     for (int64_t k = 0; k < t.dim(); ++k)
       NG_CHECK(k == d || t.size(k) == first.size(k), "cat", "tensor ", i, " has shape ", shape_str(t.shape()),
                ", which differs from ", shape_str(first.shape()), " outside dim ", d);
