@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -167,17 +168,34 @@ double measure_peak_gflops(int threads) {
 
 // GB/s of a parallel memcpy of `bytes` bytes (counting the read and the write: 2 * bytes of traffic).
 // The copy is cut into the same fixed chunks any normgrad kernel would use.
+//
+// NOTE: both buffers are 64-byte aligned, as every tensor's Storage is. Until 2026-11-24 they were
+// std::vector<char>, whose large blocks start 16 bytes past a page boundary; on AMD Zen 3 glibc's memcpy
+// copies those with `rep movsb`, which runs about 10x slower when the destination is not cache-line
+// aligned (6 GB/s instead of 56-76 GB/s for a 1 MiB copy in L2/L3, 1 thread). The baseline then measured
+// that slow path rather than the memory system, and on that machine every ratio against it was inflated.
+struct AlignedBuffer {
+  char* data = nullptr;
+  size_t size = 0;
+  void resize(size_t bytes, char fill) {
+    std::free(data);
+    size = bytes;
+    data = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    std::memset(data, fill, bytes);
+  }
+  ~AlignedBuffer() { std::free(data); }
+};
+
 double measure_copy_gbps(size_t bytes) {
-  static std::vector<char> src, dst;
-  if (src.size() < bytes) {
-    src.assign(bytes, 1);
-    dst.assign(bytes, 0);
+  static AlignedBuffer src, dst;
+  if (src.size < bytes) {
+    src.resize(bytes, 1);
+    dst.resize(bytes, 0);
   }
   const int64_t chunk = 1 << 16;
   Timing t = time_it([&] {
-    ng::parallel_for(int64_t(bytes), chunk, [&](int64_t b, int64_t e) {
-      std::memcpy(dst.data() + b, src.data() + b, size_t(e - b));
-    });
+    ng::parallel_for(int64_t(bytes), chunk,
+                     [&](int64_t b, int64_t e) { std::memcpy(dst.data + b, src.data + b, size_t(e - b)); });
   });
   return 2.0 * double(bytes) / t.best * 1e-9;
 }
@@ -542,7 +560,8 @@ void print_table(std::ostream& os) {
     os << "| " << r.value("name", std::string()) << " | " << r.value("threads", 0) << " | "
        << fmt(r.value("seconds", 0.0) * 1e3, 3) << " | ";
     if (b == "peak_fma") {
-      os << fmt(r.value("gflops", 0.0)) << " GFLOP/s | (baseline) | |\n";
+      os << fmt(r.value("gflops", 0.0)) << " GFLOP/s | (baseline) | " << r.value("warning", std::string())
+         << " |\n";
     } else if (b == "matmul") {
       os << fmt(r.value("gflops", 0.0)) << " GFLOP/s | " << fmt(r.value("baseline_gflops", 0.0))
          << " GFLOP/s peak | " << fmt(100 * r.value("ratio", 0.0)) << "% peak";
@@ -585,15 +604,32 @@ int main(int argc, char** argv) {
     std::cout << json{{"bench", "machine"}, {"name", "machine"}, {"text", g_machine}}.dump() << std::endl;
 
   // Baseline 1: peak FMA, for 1 thread and for the main thread count.
+  //
+  // NOTE: N threads should reach about N times one thread's peak (each thread has its own core's FMA
+  // units). Once, on a 2-vCPU VM, the 2-thread loop measured one thread's worth (a vCPU taken away for the
+  // whole measurement), and every matmul ratio of that run read 145-177% of "peak". So a multi-thread peak
+  // below 75% of N times the 1-thread peak is measured again (up to 3 times, the best kept), and if it stays
+  // low the run says so instead of reporting against it silently.
   std::vector<double> peak(size_t(opt.threads) + 1, 0.0);
   for (int threads : {1, opt.threads}) {
     if (peak[size_t(threads)] > 0) continue;
-    peak[size_t(threads)] = measure_peak_gflops(threads);
-    emit({{"bench", "peak_fma"},
-          {"name", "peak_fma/f32"},
-          {"threads", threads},
-          {"seconds", 0.0},
-          {"gflops", peak[size_t(threads)]}});
+    double gflops = measure_peak_gflops(threads);
+    const double expected = 0.75 * threads * peak[1];
+    for (int retry = 0; threads > 1 && gflops < expected && retry < 2; ++retry)
+      gflops = std::max(gflops, measure_peak_gflops(threads));
+    peak[size_t(threads)] = gflops;
+    json row = {{"bench", "peak_fma"},
+                {"name", "peak_fma/f32"},
+                {"threads", threads},
+                {"seconds", 0.0},
+                {"gflops", gflops}};
+    if (threads > 1 && gflops < expected) {
+      row["warning"] =
+          "only " + fmt(gflops / peak[1], 2) + "x the 1-thread peak on " + std::to_string(threads) +
+          " threads: the threads did not get a core each (a busy machine?); ratios to it are suspect";
+      std::cerr << "normgrad_bench: WARNING: peak_fma/f32 " << row["warning"].get<std::string>() << "\n";
+    }
+    emit(row);
   }
   ng::set_num_threads(opt.threads);
 

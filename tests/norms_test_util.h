@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "normgrad.h"
+#include "simd_targets.h"
 
 namespace normtest {
 
@@ -102,23 +103,6 @@ auto with_threads(int n, Fn&& fn) {
   return r;
 }
 
-// Run `body` once per SIMD target the CPU supports (Highway's dispatch mock: the fast kernels then run their
-// SSE4, AVX2, AVX-512 ... versions), then restore. Returns how many targets ran.
-template <typename F>
-int for_each_target(F&& body) {
-  int ran = 0;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t t : {int64_t(HWY_EMU128), int64_t(HWY_SSE4), int64_t(HWY_AVX2), int64_t(HWY_AVX3)}) {
-    if ((supported & t) == 0) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    hwy::SupportedTargets();
-    SCOPED_TRACE(hwy::TargetName(t));
-    body();
-    ++ran;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::SupportedTargets();
-  return ran;
-}
+using ng::testing::for_each_target;  // tests/simd_targets.h
 
 }  // namespace normtest

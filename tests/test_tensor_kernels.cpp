@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "ops_test_util.h"
+#include "simd_targets.h"
 #include "tensor/kernels/elementwise_simd.h"
 #include "tensor/kernels/reduce_simd.h"
 #include "tensor/kernels/softmax_simd.h"
@@ -15,24 +16,6 @@ using namespace ng;
 using namespace ng::testing;
 
 namespace {
-
-// Run `body` once per SIMD target the CPU supports (Highway's dispatch mock), then restore.
-template <typename F>
-int for_each_target(F&& body) {
-  int ran = 0;
-  const int64_t supported = hwy::SupportedTargets();  // before the mock narrows it
-  for (int64_t t : {int64_t(HWY_EMU128), int64_t(HWY_SSE4), int64_t(HWY_AVX2), int64_t(HWY_AVX3)}) {
-    if ((supported & t) == 0) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    hwy::SupportedTargets();  // updates the chosen target
-    SCOPED_TRACE(hwy::TargetName(t));
-    body();
-    ++ran;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::SupportedTargets();
-  return ran;
-}
 
 const std::vector<int64_t> kLengths = {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 100, 1023, 4099};
 

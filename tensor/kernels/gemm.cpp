@@ -44,7 +44,7 @@
 //
 // Edges: panels are padded with zeros up to MR rows and NR columns, so the micro-kernel always runs the
 // full tile, with the same vector code. Only the final store differs: it writes the valid rows, and on
-// each row the last partial vector with a masked (FirstN) load and store. No scalar loop over a row.
+// each row the last partial vector through a small stack buffer (tail-inl.h). No scalar loop over a row.
 //
 // Determinism: each C element is a sum over k in a fixed order: in k order inside a block (one register
 // accumulator), then block after block in order. kc depends only on K, no k-range is split across
@@ -66,12 +66,14 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "tensor/kernels/tail-inl.h"
 #include "tensor/parallel.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ng::gemm_simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+namespace simd = ng::simd::HWY_NAMESPACE;  // LoadTail, StoreTail
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr int64_t kMR = 12;  // rows of the register tile
@@ -88,17 +90,19 @@ constexpr int64_t kPackedBBytes = 8 << 20;  // packed op(B) shared by the thread
 
 // ---- packing ----------------------------------------------------------------------------------------
 
-// Copies n contiguous numbers with vectors (a masked vector for the tail), and zero-fills dst[n, n_total).
+// Copies n contiguous numbers with vectors (the last n % L through a stack buffer, tail-inl.h), and
+// zero-fills dst[n, n_total).
+//
+// NOTE: not MaskedLoad / BlendedStore for the tail. In Highway 1.0.3 on SSE4, MaskedLoad is a full aligned
+// load, which faulted on an unaligned row (found 2026-11-24, when Gemm.EverySimdTargetMatchesNaive first
+// really ran its SSE4 leg); on AVX2, BlendedStore is vmaskmovps, which AMD Zen cores run microcoded.
 template <typename T>
 HWY_INLINE void CopyRow(const T* HWY_RESTRICT src, int64_t n, T* HWY_RESTRICT dst, int64_t n_total) {
   const hn::ScalableTag<T> d;
   const int64_t L = int64_t(hn::Lanes(d));
   int64_t i = 0;
   for (; i + L <= n; i += L) hn::StoreU(hn::LoadU(d, src + i), d, dst + i);
-  if (i < n) {
-    const auto m = hn::FirstN(d, size_t(n - i));
-    hn::BlendedStore(hn::MaskedLoad(m, d, src + i), m, d, dst + i);
-  }
+  if (i < n) simd::StoreTail(simd::LoadTail(d, src + i, size_t(n - i)), d, dst + i, size_t(n - i));
   for (int64_t j = n; j < n_total; ++j) dst[j] = T(0);
 }
 
@@ -126,12 +130,26 @@ void PackATile(bool trans_a, const T* HWY_RESTRICT A, int64_t lda, int64_t M, in
       }
     }
   } else {
+    // MR numbers per k and panel, fewer than a vector on AVX2 and AVX-512 (6 of 8, 12 of 16). Copy whole
+    // vectors anyway: reading past the panel's MR rows stays inside row k of A while i + n_vec L <= M, and
+    // the extra lanes land in the slot of k + 1 (rewritten by the next iteration) or, for the last k, in
+    // the panel's kRowPad slack (MR kRowPad >= n_vec L - MR numbers, checked below). Only panels at the
+    // bottom edge of A take the exact, zero-padding CopyRow.
+    const hn::ScalableTag<T> d;
+    const int64_t L = int64_t(hn::Lanes(d));
+    const int64_t n_vec = (kMR + L - 1) / L;
+    static_assert(kMR * kRowPad >= 16, "the A-panel slack must hold a vector's overrun");
     const int64_t rows = std::min(n_panels * kMR, M - i0);
     for (int64_t k = 0; k < kc; ++k) {
       const T* src = A + (k0 + k) * lda + i0;
-      for (int64_t p = 0; p < n_panels; ++p)
-        CopyRow(src + p * kMR, std::clamp<int64_t>(rows - p * kMR, 0, kMR), Ap + p * a_panel_size + k * kMR,
-                kMR);
+      for (int64_t p = 0; p < n_panels; ++p) {
+        T* dst = Ap + p * a_panel_size + k * kMR;
+        if (i0 + p * kMR + n_vec * L <= M) {
+          for (int64_t v = 0; v < n_vec; ++v) hn::StoreU(hn::LoadU(d, src + p * kMR + v * L), d, dst + v * L);
+        } else {
+          CopyRow(src + p * kMR, std::clamp<int64_t>(rows - p * kMR, 0, kMR), dst, kMR);
+        }
+      }
     }
   }
 }
@@ -267,10 +285,10 @@ HWY_NOINLINE void MicroKernel(int64_t kc, const T* HWY_RESTRICT Ap, int64_t ars,
       if (c0 + L <= cols) {
         const V out = add_to_c ? hn::Add(hn::LoadU(d, c_row + c0), acc[r][v]) : acc[r][v];
         hn::StoreU(out, d, c_row + c0);
-      } else {
-        const auto m = hn::FirstN(d, size_t(cols - c0));
-        const V out = add_to_c ? hn::Add(hn::MaskedLoad(m, d, c_row + c0), acc[r][v]) : acc[r][v];
-        hn::BlendedStore(out, m, d, c_row + c0);
+      } else {  // the row's last cols - c0 < L numbers, exactly (see CopyRow's note)
+        const size_t count = size_t(cols - c0);
+        const V out = add_to_c ? hn::Add(simd::LoadTail(d, c_row + c0, count), acc[r][v]) : acc[r][v];
+        simd::StoreTail(out, d, c_row + c0, count);
       }
     }
   }

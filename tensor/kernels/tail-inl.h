@@ -1,9 +1,10 @@
 // Loading and storing the last, partial vector of a row (n < Lanes elements), on every SIMD target.
 //
 // Why not hn::MaskedLoad / hn::BlendedStore: in Highway 1.0.3 on SSE4 (and for 8/16-bit lanes on AVX2),
-// MaskedLoad is a full ALIGNED load and BlendedStore a full read-modify-write of the whole vector. On an
-// unaligned tail that faults (tests/test_tensor_kernels.cpp runs every kernel on every target with unaligned
-// pointers), and the write past the end of the row races with another thread writing the next row.
+// MaskedLoad is a full ALIGNED load (x86_128-inl.h: IfThenElseZero(m, Load(d, p))): on an unaligned tail
+// that faults (tests/test_tensor_kernels.cpp runs every kernel on every target with unaligned pointers), and
+// it reads past the end of the row. BlendedStore is a scalar loop there and vmaskmovps on AVX2/AVX-512,
+// which AMD Zen cores run as a slow microcoded sequence.
 // Instead we go through a small aligned buffer on the stack: copy n elements in, load; store, copy n out.
 //
 // Per-target header (included from inside a foreach_target.h file): the guard toggles per target.
