@@ -76,10 +76,85 @@ bool UnaryT(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n) {
 #undef NG_UNARY_LOOP
 }
 
+// dx[i] = dout[i] * op'(x[i]), with y = op(x) from the forward. The derivatives are those of un_derivative in
+// ops/elementwise.cpp (the scalar reference), written with the same operations in the same order, and the
+// product with dout last, as there: so relu, exp, neg, sqrt, rsqrt, abs, square, sigmoid and tanh give the
+// reference's bits, and gelu and silu differ only where Highway's tanh / exp differ from the C library's
+// (a few ulp). Note relu: dout * (x > 0 ? 1 : 0), not a select of dout, so a NaN or inf dout still gives
+// NaN where x <= 0, as the reference does (anomaly detection relies on it).
+template <typename T>
+bool UnaryBackwardT(int op, const T* HWY_RESTRICT x, const T* HWY_RESTRICT y, const T* HWY_RESTRICT dout,
+                    T* HWY_RESTRICT dx, int64_t n) {
+  const hn::ScalableTag<T> d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const auto zero = hn::Zero(d);
+  const auto one = hn::Set(d, T(1));
+  const auto half = hn::Set(d, T(0.5));
+  int64_t i = 0;
+  // DERIV: the derivative from vx = x and vy = y; dx = dout * DERIV.
+#define NG_UNARY_BACKWARD_LOOP(DERIV)                                           \
+  for (; i + L <= n; i += L) {                                                \
+    const auto vx = hn::LoadU(d, x + i);                                      \
+    const auto vy = hn::LoadU(d, y + i);                                      \
+    (void)vx, (void)vy; /* a derivative may use one, or neither */            \
+    hn::StoreU(hn::Mul(hn::LoadU(d, dout + i), DERIV), d, dx + i);            \
+  }                                                                           \
+  if (i < n) {                                                                \
+    const size_t rest = size_t(n - i); /* padded with 1: no log(0) or 1/0 */  \
+    const auto vx = LoadTail(d, x + i, rest, T(1));                           \
+    const auto vy = LoadTail(d, y + i, rest, T(1));                           \
+    (void)vx, (void)vy;                                                       \
+    StoreTail(hn::Mul(LoadTail(d, dout + i, rest), DERIV), d, dx + i, rest);  \
+  }
+  switch (op) {
+    case 0: NG_UNARY_BACKWARD_LOOP(hn::Set(d, T(-1))); return true;  // neg
+    case 1: NG_UNARY_BACKWARD_LOOP(vy); return true;                 // exp: e^x
+    case 2: NG_UNARY_BACKWARD_LOOP(hn::Div(one, vx)); return true;   // log: 1/x
+    case 3: NG_UNARY_BACKWARD_LOOP(hn::Div(half, vy)); return true;  // sqrt: 1 / (2 sqrt x)
+    case 4:                                                          // rsqrt: -y^3 / 2
+      NG_UNARY_BACKWARD_LOOP(hn::Mul(hn::Mul(hn::Mul(hn::Set(d, T(-0.5)), vy), vy), vy));
+      return true;
+    case 5:  // abs: sign(x), 0 at 0
+      NG_UNARY_BACKWARD_LOOP(hn::IfThenElse(hn::Gt(vx, zero), one, hn::IfThenElseZero(hn::Lt(vx, zero), hn::Neg(one))));
+      return true;
+    case 8: NG_UNARY_BACKWARD_LOOP(hn::Mul(hn::Set(d, T(2)), vx)); return true;   // square: 2x
+    case 9: NG_UNARY_BACKWARD_LOOP(hn::IfThenElseZero(hn::Gt(vx, zero), one)); return true;  // relu
+    case 10: {  // gelu: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3))
+      const auto k = hn::Set(d, T(0.7978845608028654)), c = hn::Set(d, T(0.044715));
+      const auto c3 = hn::Set(d, T(3 * 0.044715));
+      NG_UNARY_BACKWARD_LOOP(([&] {
+        const auto x3 = hn::Mul(hn::Mul(vx, vx), vx);
+        const auto t = hn::Tanh(d, hn::Mul(k, hn::Add(vx, hn::Mul(c, x3))));
+        const auto left = hn::Mul(half, hn::Add(one, t));
+        const auto right = hn::Mul(hn::Mul(hn::Mul(hn::Mul(half, vx), hn::Sub(one, hn::Mul(t, t))), k),
+                                   hn::Add(one, hn::Mul(hn::Mul(c3, vx), vx)));
+        return hn::Add(left, right);
+      }()));
+      return true;
+    }
+    case 11:  // silu: s (1 + x (1 - s)), s = sigmoid(x)
+      NG_UNARY_BACKWARD_LOOP(([&] {
+        const auto sg = hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(vx))));
+        return hn::Mul(sg, hn::Add(one, hn::Mul(vx, hn::Sub(one, sg))));
+      }()));
+      return true;
+    case 12: NG_UNARY_BACKWARD_LOOP(hn::Mul(vy, hn::Sub(one, vy))); return true;  // sigmoid: y (1 - y)
+    case 13: NG_UNARY_BACKWARD_LOOP(hn::Sub(one, hn::Mul(vy, vy))); return true;  // tanh: 1 - y^2
+    default: return false;  // pow, clamp: the scalar loop
+  }
+#undef NG_UNARY_BACKWARD_LOOP
+}
+
 void BinaryF32(int op, const float* a, const float* b, float* y, int64_t n) { BinaryT(op, a, b, y, n); }
 void BinaryF64(int op, const double* a, const double* b, double* y, int64_t n) { BinaryT(op, a, b, y, n); }
 bool UnaryF32(int op, const float* x, float* y, int64_t n) { return UnaryT(op, x, y, n); }
 bool UnaryF64(int op, const double* x, double* y, int64_t n) { return UnaryT(op, x, y, n); }
+bool UnaryBackwardF32(int op, const float* x, const float* y, const float* dout, float* dx, int64_t n) {
+  return UnaryBackwardT(op, x, y, dout, dx, n);
+}
+bool UnaryBackwardF64(int op, const double* x, const double* y, const double* dout, double* dx, int64_t n) {
+  return UnaryBackwardT(op, x, y, dout, dx, n);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace ng::simd
@@ -101,5 +176,13 @@ void binary(int op, const double* a, const double* b, double* y, int64_t n) {
 }
 bool unary(int op, const float* x, float* y, int64_t n) { return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n); }
 bool unary(int op, const double* x, double* y, int64_t n) { return HWY_DYNAMIC_DISPATCH(UnaryF64)(op, x, y, n); }
+HWY_EXPORT(UnaryBackwardF32);
+HWY_EXPORT(UnaryBackwardF64);
+bool unary_backward(int op, const float* x, const float* y, const float* dout, float* dx, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(UnaryBackwardF32)(op, x, y, dout, dx, n);
+}
+bool unary_backward(int op, const double* x, const double* y, const double* dout, double* dx, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(UnaryBackwardF64)(op, x, y, dout, dx, n);
+}
 }  // namespace ng::simd
 #endif

@@ -15,4 +15,10 @@ void binary(int op, const double* a, const double* b, double* y, int64_t n);
 bool unary(int op, const float* x, float* y, int64_t n);
 bool unary(int op, const double* x, double* y, int64_t n);
 
+// dx[i] = dout[i] * op'(x[i]), given y = op(x) from the forward, for the ops that have a SIMD version
+// (all but pow and clamp); returns false (and does nothing) otherwise. The scalar reference is
+// ng::unary_backward_reference (ops/elementwise.h). dx must not overlap the inputs.
+bool unary_backward(int op, const float* x, const float* y, const float* dout, float* dx, int64_t n);
+bool unary_backward(int op, const double* x, const double* y, const double* dout, double* dx, int64_t n);
+
 }  // namespace ng::simd

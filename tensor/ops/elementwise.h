@@ -4,6 +4,7 @@
 // computed in f32 and rounded back. Both operands of a binary op must have the same dtype and device.
 #pragma once
 
+#include "tensor/device_kernels.h"  // UnaryKind
 #include "tensor/tensor.h"
 
 namespace ng {
@@ -40,6 +41,11 @@ Tensor gelu(const Tensor& x);     // tanh approximation: 0.5 x (1 + tanh(sqrt(2/
 Tensor silu(const Tensor& x);     // x * sigmoid(x)
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+
+// The scalar reference of the unary ops' backward, dx = dout * op'(x) given y = op(x) (any strides, CPU): the
+// loop the SIMD kernel (tensor/kernels/elementwise_simd.h) is checked against. Not an autograd op.
+Tensor unary_backward_reference(UnaryKind op, const Tensor& x, const Tensor& y, const Tensor& dout,
+                                double p0 = 0, double p1 = 0);
 
 // ---- in place, no autograd (optimizers, gradient accumulation); they bump the version ----
 Tensor& add_(Tensor& self, const Tensor& other, double alpha = 1.0);  // self += alpha * other
