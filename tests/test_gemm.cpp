@@ -219,3 +219,26 @@ TEST(Gemm, BatchedEqualsOneGemmPerItemBitwise) {
     EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << M << "x" << N << "x" << K;
   }
 }
+
+// Under AddressSanitizer the micro-kernel is not instrumented (it would be 20x slower); it checks its
+// panels and its rows of C once per call instead (gemm.cpp, "Sanitizer builds"). This shows that check is
+// live: a C one float too short makes the last row's store reach past the allocation, and ASan must stop
+// the program with the micro-kernel's report rather than let the write through. Only in sanitizer builds
+// (in a release build the same call would be a silent overflow, so it is not made there).
+#if defined(__SANITIZE_ADDRESS__)
+TEST(Gemm, SanitizerBuildCatchesAnOverflowInTheMicroKernel) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const int64_t M = 7, N = 5, K = 3;
+  std::vector<float> A(size_t(M * K), 1.0f), B(size_t(K * N), 1.0f);
+  EXPECT_DEATH(
+      {
+        std::vector<float> C(size_t(M * N - 1));
+        gemm(false, false, M, N, K, A.data(), K, B.data(), N, C.data(), N, false);
+      },
+      "gemm micro-kernel\\): row of C");
+}
+#else
+TEST(Gemm, SanitizerBuildCatchesAnOverflowInTheMicroKernel) {
+  GTEST_SKIP() << "needs the asan preset (bash scripts/asan.sh)";
+}
+#endif
