@@ -383,7 +383,25 @@ struct SegmentSum {
     for (int64_t i = 0; i < L; ++i) idx[i] = TI(i / span);
     group = hn::SetTableIndices(d, idx);
   }
+  // For float the butterflies are fixed shuffles: lane ^ 1 and lane ^ 2 stay inside a 128-bit block
+  // (vshufps / vpermilps), lane ^ 4 swaps adjacent blocks and lane ^ 8 the two 256-bit halves. The same
+  // lanes added in the same order as the TableLookupLanes version, so the same bits, with cheaper
+  // instructions than a general lane permute (vpermps): GroupNorm forward at 16384 x 256, 32 groups, 1
+  // thread on AMD Zen 4: 2.10 -> 1.89 ms (f32), 3.33 -> 2.99 ms (bf16), A/B in alternating runs.
   hn::Vec<D> operator()(hn::Vec<D> v) const {
+#if HWY_TARGET != HWY_SCALAR  // (one lane there: no steps)
+    if constexpr (std::is_same_v<hn::TFromD<D>, float>) {
+      if (steps > 0) v = hn::Add(v, hn::Shuffle2301(v));
+      if (steps > 1) v = hn::Add(v, hn::Shuffle1032(v));
+      if constexpr (HWY_MAX_BYTES >= 32) {
+        if (steps > 2) v = hn::Add(v, hn::SwapAdjacentBlocks(v));
+      }
+      if constexpr (HWY_MAX_BYTES >= 64) {
+        if (steps > 3) v = hn::Add(v, hn::ConcatLowerUpper(D(), v, v));
+      }
+      return v;
+    }
+#endif
     for (int j = 0; j < steps; ++j) v = hn::Add(v, hn::TableLookupLanes(v, butterfly[j]));
     return v;
   }
@@ -419,6 +437,25 @@ void GroupNormForwardUnits(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT 
     for (int64_t c0 = 0, r = n * G; c0 < C; c0 += U, r += gpu) {  // r: the unit's first group
       const T* HWY_RESTRICT xu = x + n * C + c0;
       T* HWY_RESTRICT yu = y + n * C + c0;
+      if (vpu == 1) {
+        // The unit is one vector (m <= L): load and convert it once and keep it in a register (the loop
+        // below would read it three times, and for f16/bf16 convert it three times). With the shuffles
+        // above: 2.40 -> 1.89 ms (f32) and 3.56 -> 2.99 ms (bf16) at the size above.
+        const auto xv = LoadAs(d, xu);
+        const auto vK = hn::TableLookupLanes(xv, seg.first);
+        const auto c0v = hn::Sub(xv, vK);  // x - K
+        const auto vd = hn::Mul(seg(c0v), inv_m);
+        const auto c = hn::Sub(c0v, vd);   // (x - K) - d
+        const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(seg(hn::Mul(c, c)), inv_m, veps)));
+        StoreAs(d, hn::MulAdd(hn::Mul(c, vrs), hn::LoadU(d, w + c0), hn::LoadU(d, b + c0)), yu);
+        hn::Store(hn::Add(vK, vd), d, mean_lanes);
+        hn::Store(vrs, d, rstd_lanes);
+        for (int64_t q = 0, lane = 0; q < gpu; ++q, lane += m) {
+          mean[r + q] = mean_lanes[lane];
+          rstd[r + q] = rstd_lanes[lane];
+        }
+        continue;
+      }
       const auto vK = hn::TableLookupLanes(LoadAs(d, xu), seg.first);
 
       auto s1 = hn::Zero(d);
