@@ -244,8 +244,10 @@ TEST(BatchNorm, MeanTermDoesNotVanishForDx) {
 
 TEST(BatchNorm, FastMatchesReferenceOnEveryTarget) {
   const int targets = for_each_target([&] {
-    std::vector<Shape> shapes = {{7, 3},    {9, 17},    {2, 33},      {4, 5, 1},
-                                 {3, 4, 7}, {2, 3, 19}, {2, 2, 4, 5}, {65, 8}};
+    // {5, 1100}, {3, 2049}: (N, C) with C > 1024, the statistics in register blocks of channels, plus
+    // channels left over for the array loop (batch_norm.cpp, BatchNormMomentsChunk).
+    std::vector<Shape> shapes = {{7, 3},     {9, 17},      {2, 33}, {4, 5, 1}, {3, 4, 7},
+                                 {2, 3, 19}, {2, 2, 4, 5}, {65, 8}, {5, 1100}, {3, 2049}};
     for (const Shape& shape : shapes) {
       const int64_t N = shape[0], C = shape[1], S = numel(shape) / (N * C);
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
@@ -319,6 +321,34 @@ TEST(BatchNorm, HostileChannels) {
                                .to_vector<double>();
   EXPECT_NEAR(y2[0], -1.0, 1e-5);
   EXPECT_NEAR(y2[1], 1.0, 1e-5);
+}
+
+// The same hostile channels in an (N, C) input wide enough for the register-block statistics (C > 1024 in
+// f32): one in the first block, one among the channels left over after the last whole block.
+TEST(BatchNorm, HostileChannelsInWideRows) {
+  const int64_t N = 40, C = 1100;
+  Generator gen(9);
+  std::vector<double> nz = randn({N * C}, gen, DType::f64).to_vector<double>();
+  std::vector<double> xs(size_t(N * C));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      const double z = nz[size_t(n * C + c)];
+      xs[size_t(n * C + c)] = (c == 5 || c == C - 3) ? double(float(1e4 + 1e-2 * z)) : z;
+    }
+  Tensor x = from_vector(xs, {N, C}, DType::f32);
+  Tensor truth = norms::batch_norm_forward(from_vector(xs, {N, C}, DType::f64), N, C, 1, Tensor(), Tensor(),
+                                           Tensor(), Tensor(), 1e-8, norms::Impl::reference)
+                     .y;
+  auto s =
+      norms::batch_norm_forward(x, N, C, 1, Tensor(), Tensor(), Tensor(), Tensor(), 1e-8, norms::Impl::fast);
+  EXPECT_LE(max_abs_diff(s.y, truth), 1e-4);
+  // and the hostile channels' outputs are really normalized (std 1), not flattened or blown up
+  std::vector<double> y = s.y.to_vector<double>();
+  for (int64_t c : {int64_t(5), C - 3}) {
+    double sq = 0;
+    for (int64_t n = 0; n < N; ++n) sq += y[size_t(n * C + c)] * y[size_t(n * C + c)];
+    EXPECT_NEAR(std::sqrt(sq / double(N)), 1.0, 1e-3) << "channel " << c;
+  }
 }
 
 TEST(BatchNorm, HalfPrecisionMatchesF32) {

@@ -236,8 +236,10 @@ inline void CheckRegion(const void* p, int64_t bytes, const char* what) {
   if (bytes <= 0) return;
   void* bad = __asan_region_is_poisoned(const_cast<void*>(p), size_t(bytes));
   if (bad == nullptr) return;
-  std::fprintf(stderr, "ERROR: AddressSanitizer (gemm micro-kernel): %s [%p, +%lld bytes) reaches poisoned memory at %p\n",
-               what, p, static_cast<long long>(bytes), bad);
+  std::fprintf(
+      stderr,
+      "ERROR: AddressSanitizer (gemm micro-kernel): %s [%p, +%lld bytes) reaches poisoned memory at %p\n",
+      what, p, static_cast<long long>(bytes), bad);
   __asan_describe_address(bad);
   std::abort();
 }
