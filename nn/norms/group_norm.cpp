@@ -445,7 +445,7 @@ void GroupNormForwardUnits(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT 
         const auto vK = hn::TableLookupLanes(xv, seg.first);
         const auto c0v = hn::Sub(xv, vK);  // x - K
         const auto vd = hn::Mul(seg(c0v), inv_m);
-        const auto c = hn::Sub(c0v, vd);   // (x - K) - d
+        const auto c = hn::Sub(c0v, vd);  // (x - K) - d
         const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(seg(hn::Mul(c, c)), inv_m, veps)));
         StoreAs(d, hn::MulAdd(hn::Mul(c, vrs), hn::LoadU(d, w + c0), hn::LoadU(d, b + c0)), yu);
         hn::Store(hn::Add(vK, vd), d, mean_lanes);
