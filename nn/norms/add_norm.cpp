@@ -47,19 +47,29 @@ T* row_buffer(int64_t count) {
   return buf.data();
 }
 
-// The forward: rows in parallel, in the same chunks as the plain norm's fast forward. Per chunk, build its
-// rows of h in the buffer, then run the norm's row kernel on them. mean is unused for RMSNorm.
+// The forward: rows in parallel, in the same chunks as the plain norm's fast forward. Each thread walks its
+// rows in blocks of about 32 KiB: build the block's rows of h in the buffer, then run the norm's row kernel
+// on them while they are still in L1/L2. mean is unused for RMSNorm.
+//
+// NOTE: until 2026-11-24 the buffer held a thread's whole share of the rows (8 MiB per thread for 4096 x
+// 1024 f32 on 2 threads), so h went out to memory and came back. Blocking it: 4096 x 1024 f32 on AMD Zen 4,
+// best of 200 calls, 1 thread 3.36-3.44 -> 3.17-3.22 ms, 2 threads 1.57-1.69 -> 1.53-1.54 ms (the op is
+// bound by reading x and a from DRAM, so the saving is the small one the h traffic was).
 template <typename T, typename A>
 void add_norm_forward(Norm kind, const T* x, const T* a, bool scale, A alpha, const A* w, const A* b, T* y,
                       A* mean, A* rstd, int64_t rows, int64_t n, A eps) {
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  const int64_t block = std::max<int64_t>(1, (32 << 10) / std::max<int64_t>(n * int64_t(sizeof(T)), 1));
   parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
-    T* h = row_buffer<T>((r1 - r0) * n);
-    make_sum<T, A>(x + r0 * n, a + r0 * n, scale, alpha, h, (r1 - r0) * n);
-    if (kind == Norm::layer)
-      norms::layer_norm_forward_rows<T, A>(h, w, b, y + r0 * n, mean + r0, rstd + r0, r1 - r0, n, eps);
-    else
-      norms::rms_norm_forward_rows<T, A>(h, w, y + r0 * n, rstd + r0, r1 - r0, n, eps);
+    T* h = row_buffer<T>(std::min(block, r1 - r0) * n);
+    for (int64_t q0 = r0; q0 < r1; q0 += block) {
+      const int64_t q1 = std::min(r1, q0 + block);
+      make_sum<T, A>(x + q0 * n, a + q0 * n, scale, alpha, h, (q1 - q0) * n);
+      if (kind == Norm::layer)
+        norms::layer_norm_forward_rows<T, A>(h, w, b, y + q0 * n, mean + q0, rstd + q0, q1 - q0, n, eps);
+      else
+        norms::rms_norm_forward_rows<T, A>(h, w, y + q0 * n, rstd + q0, q1 - q0, n, eps);
+    }
   });
 }
 
