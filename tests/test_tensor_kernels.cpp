@@ -154,12 +154,13 @@ template <typename T>
 void expect_unary_backward_matches_reference() {
   Generator g(5);
   const DType dt = std::is_same_v<T, double> ? DType::f64 : DType::f32;
-  const Tensor any = randn({4101}, g, dt), positive = add(rand({4101}, g, dt), 0.1), dout = randn({4101}, g, dt);
+  const Tensor any = randn({4101}, g, dt), positive = add(rand({4101}, g, dt), 0.1),
+               dout = randn({4101}, g, dt);
   const std::vector<std::pair<UnaryKind, const char*>> ops = {
-      {UnaryKind::neg, "neg"},   {UnaryKind::exp, "exp"},         {UnaryKind::log, "log"},
-      {UnaryKind::sqrt, "sqrt"}, {UnaryKind::rsqrt, "rsqrt"},     {UnaryKind::abs, "abs"},
-      {UnaryKind::square, "square"}, {UnaryKind::relu, "relu"},   {UnaryKind::gelu, "gelu"},
-      {UnaryKind::silu, "silu"}, {UnaryKind::sigmoid, "sigmoid"}, {UnaryKind::tanh, "tanh"}};
+      {UnaryKind::neg, "neg"},       {UnaryKind::exp, "exp"},         {UnaryKind::log, "log"},
+      {UnaryKind::sqrt, "sqrt"},     {UnaryKind::rsqrt, "rsqrt"},     {UnaryKind::abs, "abs"},
+      {UnaryKind::square, "square"}, {UnaryKind::relu, "relu"},       {UnaryKind::gelu, "gelu"},
+      {UnaryKind::silu, "silu"},     {UnaryKind::sigmoid, "sigmoid"}, {UnaryKind::tanh, "tanh"}};
   const int targets = for_each_target([&] {
     for (auto [op, name] : ops) {
       const bool needs_positive = op == UnaryKind::log || op == UnaryKind::sqrt || op == UnaryKind::rsqrt;
@@ -170,12 +171,23 @@ void expect_unary_backward_matches_reference() {
         const double v = double(x_all.data<T>()[i]);
         double y = v;
         switch (op) {
-          case UnaryKind::exp: y = std::exp(v); break;
-          case UnaryKind::sqrt: y = std::sqrt(v); break;
-          case UnaryKind::rsqrt: y = 1 / std::sqrt(v); break;
-          case UnaryKind::sigmoid: y = 1 / (1 + std::exp(-v)); break;
-          case UnaryKind::tanh: y = std::tanh(v); break;
-          default: break;  // the others' derivatives read x only
+          case UnaryKind::exp:
+            y = std::exp(v);
+            break;
+          case UnaryKind::sqrt:
+            y = std::sqrt(v);
+            break;
+          case UnaryKind::rsqrt:
+            y = 1 / std::sqrt(v);
+            break;
+          case UnaryKind::sigmoid:
+            y = 1 / (1 + std::exp(-v));
+            break;
+          case UnaryKind::tanh:
+            y = std::tanh(v);
+            break;
+          default:
+            break;  // the others' derivatives read x only
         }
         y_all[size_t(i)] = T(y);
       }

@@ -103,8 +103,8 @@ HWY_INLINE void StoreTailA(D d, hn::Vec<D> v, hn::TFromD<D>* HWY_RESTRICT p, siz
 // loads of x and dy; asking for the line 4 KiB ahead cut its time by 10-20% (A/B, 1 thread, 4096 x 1024 and
 // 1024 x 4096). The same in LayerNorm's forward and in RMSNorm's passes measured no gain (RMSNorm backward at
 // 16384 x 256 got slower), so only LayerNorm's backward uses it, and (since a run on AMD Zen 4, where it
-// slowed short rows by up to 40%) only for rows of 8 KiB and more; see LayerNormBackwardRows. `end` bounds the prefetches to memory the
-// caller owns (the end of its chunk of rows).
+// slowed short rows by up to 40%) only for rows of 8 KiB and more; see LayerNormBackwardRows. `end` bounds
+// the prefetches to memory the caller owns (the end of its chunk of rows).
 template <typename T>
 inline constexpr int64_t kPrefetchAhead = 4096 / int64_t(sizeof(T));
 template <typename T>

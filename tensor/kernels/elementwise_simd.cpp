@@ -34,12 +34,14 @@ void BinaryT(int op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T* HWY_RE
     const auto vb = LoadTail(d, b + i, rest, T(1)); /* 1: no 0/0 in div */     \
     StoreTail(EXPR, d, y + i, rest);                                           \
   }
+  // clang-format off
   switch (op) {
     case 0: NG_BINARY_LOOP(hn::Add(va, vb)); break;
     case 1: NG_BINARY_LOOP(hn::Sub(va, vb)); break;
     case 2: NG_BINARY_LOOP(hn::Mul(va, vb)); break;
     case 3: NG_BINARY_LOOP(hn::Div(va, vb)); break;
   }
+    // clang-format on
 #undef NG_BINARY_LOOP
 }
 
@@ -50,16 +52,17 @@ bool UnaryT(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n) {
   const auto zero = hn::Zero(d);
   const auto one = hn::Set(d, T(1));
   int64_t i = 0;
-#define NG_UNARY_LOOP(EXPR)                                                    \
-  for (; i + L <= n; i += L) {                                                 \
-    const auto v = hn::LoadU(d, x + i);                                        \
-    hn::StoreU(EXPR, d, y + i);                                                \
-  }                                                                            \
-  if (i < n) {                                                                 \
-    const size_t rest = size_t(n - i);                                         \
-    const auto v = LoadTail(d, x + i, rest, T(1));                             \
-    StoreTail(EXPR, d, y + i, rest);                                           \
+#define NG_UNARY_LOOP(EXPR)                        \
+  for (; i + L <= n; i += L) {                     \
+    const auto v = hn::LoadU(d, x + i);            \
+    hn::StoreU(EXPR, d, y + i);                    \
+  }                                                \
+  if (i < n) {                                     \
+    const size_t rest = size_t(n - i);             \
+    const auto v = LoadTail(d, x + i, rest, T(1)); \
+    StoreTail(EXPR, d, y + i, rest);               \
   }
+  // clang-format off
   switch (op) {
     case 0: NG_UNARY_LOOP(hn::Neg(v)); return true;                          // neg
     case 1: NG_UNARY_LOOP(hn::Exp(d, v)); return true;                       // exp
@@ -73,6 +76,7 @@ bool UnaryT(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n) {
     case 13: NG_UNARY_LOOP(hn::Tanh(d, v)); return true;                     // tanh
     default: return false;
   }
+    // clang-format on
 #undef NG_UNARY_LOOP
 }
 
@@ -92,20 +96,21 @@ bool UnaryBackwardT(int op, const T* HWY_RESTRICT x, const T* HWY_RESTRICT y, co
   const auto half = hn::Set(d, T(0.5));
   int64_t i = 0;
   // DERIV: the derivative from vx = x and vy = y; dx = dout * DERIV.
-#define NG_UNARY_BACKWARD_LOOP(DERIV)                                           \
-  for (; i + L <= n; i += L) {                                                \
-    const auto vx = hn::LoadU(d, x + i);                                      \
-    const auto vy = hn::LoadU(d, y + i);                                      \
-    (void)vx, (void)vy; /* a derivative may use one, or neither */            \
-    hn::StoreU(hn::Mul(hn::LoadU(d, dout + i), DERIV), d, dx + i);            \
-  }                                                                           \
-  if (i < n) {                                                                \
-    const size_t rest = size_t(n - i); /* padded with 1: no log(0) or 1/0 */  \
-    const auto vx = LoadTail(d, x + i, rest, T(1));                           \
-    const auto vy = LoadTail(d, y + i, rest, T(1));                           \
-    (void)vx, (void)vy;                                                       \
-    StoreTail(hn::Mul(LoadTail(d, dout + i, rest), DERIV), d, dx + i, rest);  \
+#define NG_UNARY_BACKWARD_LOOP(DERIV)                                        \
+  for (; i + L <= n; i += L) {                                               \
+    const auto vx = hn::LoadU(d, x + i);                                     \
+    const auto vy = hn::LoadU(d, y + i);                                     \
+    (void)vx, (void)vy; /* a derivative may use one, or neither */           \
+    hn::StoreU(hn::Mul(hn::LoadU(d, dout + i), DERIV), d, dx + i);           \
+  }                                                                          \
+  if (i < n) {                                                               \
+    const size_t rest = size_t(n - i); /* padded with 1: no log(0) or 1/0 */ \
+    const auto vx = LoadTail(d, x + i, rest, T(1));                          \
+    const auto vy = LoadTail(d, y + i, rest, T(1));                          \
+    (void)vx, (void)vy;                                                      \
+    StoreTail(hn::Mul(LoadTail(d, dout + i, rest), DERIV), d, dx + i, rest); \
   }
+  // clang-format off
   switch (op) {
     case 0: NG_UNARY_BACKWARD_LOOP(hn::Set(d, T(-1))); return true;  // neg
     case 1: NG_UNARY_BACKWARD_LOOP(vy); return true;                 // exp: e^x
@@ -142,13 +147,16 @@ bool UnaryBackwardT(int op, const T* HWY_RESTRICT x, const T* HWY_RESTRICT y, co
     case 13: NG_UNARY_BACKWARD_LOOP(hn::Sub(one, hn::Mul(vy, vy))); return true;  // tanh: 1 - y^2
     default: return false;  // pow, clamp: the scalar loop
   }
+    // clang-format on
 #undef NG_UNARY_BACKWARD_LOOP
 }
 
+// clang-format off
 void BinaryF32(int op, const float* a, const float* b, float* y, int64_t n) { BinaryT(op, a, b, y, n); }
 void BinaryF64(int op, const double* a, const double* b, double* y, int64_t n) { BinaryT(op, a, b, y, n); }
 bool UnaryF32(int op, const float* x, float* y, int64_t n) { return UnaryT(op, x, y, n); }
 bool UnaryF64(int op, const double* x, double* y, int64_t n) { return UnaryT(op, x, y, n); }
+// clang-format on
 bool UnaryBackwardF32(int op, const float* x, const float* y, const float* dout, float* dx, int64_t n) {
   return UnaryBackwardT(op, x, y, dout, dx, n);
 }
@@ -174,8 +182,10 @@ void binary(int op, const float* a, const float* b, float* y, int64_t n) {
 void binary(int op, const double* a, const double* b, double* y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(BinaryF64)(op, a, b, y, n);
 }
+// clang-format off
 bool unary(int op, const float* x, float* y, int64_t n) { return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n); }
 bool unary(int op, const double* x, double* y, int64_t n) { return HWY_DYNAMIC_DISPATCH(UnaryF64)(op, x, y, n); }
+// clang-format on
 HWY_EXPORT(UnaryBackwardF32);
 HWY_EXPORT(UnaryBackwardF64);
 bool unary_backward(int op, const float* x, const float* y, const float* dout, float* dx, int64_t n) {

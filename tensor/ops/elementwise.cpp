@@ -39,6 +39,7 @@ using Bin = BinaryKind;  // add, sub, mul, div, max, min (tensor/device_kernels.
 
 template <typename T>
 inline T bin_apply(Bin op, T a, T b) {
+  // clang-format off
   switch (op) {
     case Bin::add: return a + b;
     case Bin::sub: return a - b;
@@ -47,6 +48,7 @@ inline T bin_apply(Bin op, T a, T b) {
     case Bin::max: return a > b || std::isnan(a) ? a : b;
     case Bin::min: return a < b || std::isnan(a) ? a : b;
   }
+  // clang-format on
   return T(0);
 }
 
@@ -72,7 +74,8 @@ Tensor binary_kernel(const Tensor& a, const Tensor& b, Bin op, const char* name)
                             simd::binary(int(op), x0, x1, y, n);
                             return;
                           }
-                          for (int64_t i = 0; i < n; ++i) y[i * s[0]] = bin_apply(op, x0[i * s[1]], x1[i * s[2]]);
+                          for (int64_t i = 0; i < n; ++i)
+                            y[i * s[0]] = bin_apply(op, x0[i * s[1]], x1[i * s[2]]);
                         });
   });
   return out;
@@ -85,6 +88,7 @@ constexpr double kGeluC = 0.044715;
 
 template <typename T>
 inline T un_apply(Un op, T x, T p0, T p1) {
+  // clang-format off
   switch (op) {
     case Un::neg: return -x;
     case Un::exp: return std::exp(x);
@@ -101,12 +105,14 @@ inline T un_apply(Un op, T x, T p0, T p1) {
     case Un::sigmoid: return T(1) / (T(1) + std::exp(-x));
     case Un::tanh: return std::tanh(x);
   }
+  // clang-format on
   return x;
 }
 
 // d op(x) / dx, given x and y = op(x).
 template <typename T>
 inline T un_derivative(Un op, T x, T y, T p0, T p1) {
+  // clang-format off
   switch (op) {
     case Un::neg: return T(-1);
     case Un::exp: return y;                               // d e^x = e^x
@@ -133,6 +139,7 @@ inline T un_derivative(Un op, T x, T y, T p0, T p1) {
     case Un::sigmoid: return y * (T(1) - y);             // s' = s (1 - s)
     case Un::tanh: return T(1) - y * y;                  // tanh' = 1 - tanh^2
   }
+  // clang-format on
   return T(0);
 }
 
@@ -159,8 +166,8 @@ Tensor unary_kernel(const Tensor& x, Un op, double p0, double p1, const char* na
 // dx = dout * op'(x), the scalar loop: x, y, dout of one shape, any strides; dx fresh and contiguous.
 // The reference for the SIMD kernel below (ng::unary_backward_reference), and the path for non-contiguous
 // inputs and for the ops without a SIMD derivative (pow, clamp).
-Tensor unary_backward_scalar(Un op, const Tensor& x, const Tensor& y, const Tensor& dout, double p0, double p1,
-                             const char* name) {
+Tensor unary_backward_scalar(Un op, const Tensor& x, const Tensor& y, const Tensor& dout, double p0,
+                             double p1, const char* name) {
   Tensor dx = empty(x.shape(), x.dtype());
   NG_DISPATCH_FLOAT(x.dtype(), name, [&]<typename scalar_t>() {
     using T = scalar_t;
@@ -186,11 +193,12 @@ Tensor unary_backward_scalar(Un op, const Tensor& x, const Tensor& y, const Tens
 // vectorize it; it did not (four pointers it could not prove apart), and ReLU's derivative compiled to a
 // compare and a branch per element, mispredicted half the time on random signs. The backward of a
 // 1024 x 1024 f32 ReLU on 1 thread (AMD Zen 4): scalar loop 6.2 ms, SIMD kernel 0.18 ms.
-Tensor unary_backward_kernel(Un op, const Tensor& x, const Tensor& y, const Tensor& dout, double p0, double p1,
-                             const char* name) {
+Tensor unary_backward_kernel(Un op, const Tensor& x, const Tensor& y, const Tensor& dout, double p0,
+                             double p1, const char* name) {
   if (on_device({x, y, dout}, name)) return device_kernels(x, name).unary_backward(op, x, y, dout, p0, p1);
   const bool contiguous = x.is_contiguous() && y.is_contiguous() && dout.is_contiguous();
-  if (!contiguous || op == Un::pow || op == Un::clamp) return unary_backward_scalar(op, x, y, dout, p0, p1, name);
+  if (!contiguous || op == Un::pow || op == Un::clamp)
+    return unary_backward_scalar(op, x, y, dout, p0, p1, name);
   Tensor dx = empty(x.shape(), x.dtype());
   NG_DISPATCH_FLOAT(x.dtype(), name, [&]<typename scalar_t>() {
     using T = scalar_t;
@@ -215,7 +223,8 @@ Tensor in_f32(const Tensor& x, F&& f) {
 
 Tensor unary(const Tensor& x, Un op, const char* name, const char* node, double p0 = 0, double p1 = 0) {
   NG_CHECK(is_floating(x.dtype()), name, "expected a floating tensor, got ", dtype_name(x.dtype()));
-  if (is_half(x.dtype())) return in_f32(x, [&](const Tensor& x32) { return unary(x32, op, name, node, p0, p1); });
+  if (is_half(x.dtype()))
+    return in_f32(x, [&](const Tensor& x32) { return unary(x32, op, name, node, p0, p1); });
   Tensor y = unary_kernel(x, op, p0, p1, name);
   if (needs_grad({x})) {
     // dx = dout * op'(x); the derivative per op is in un_derivative above.
@@ -243,7 +252,8 @@ Tensor unary_backward_reference(UnaryKind op, const Tensor& x, const Tensor& y, 
 
 // add: y = a + b.   da = dout, db = dout (each summed back over its broadcast dims).
 Tensor add(const Tensor& a, const Tensor& b) {
-  if (is_half(a.dtype()) && a.dtype() == b.dtype()) return add(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  if (is_half(a.dtype()) && a.dtype() == b.dtype())
+    return add(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Tensor y = binary_kernel(a, b, Bin::add, "add");
   if (needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
@@ -256,7 +266,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 // sub: y = a - b.   da = dout, db = -dout.
 Tensor sub(const Tensor& a, const Tensor& b) {
-  if (is_half(a.dtype()) && a.dtype() == b.dtype()) return sub(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  if (is_half(a.dtype()) && a.dtype() == b.dtype())
+    return sub(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Tensor y = binary_kernel(a, b, Bin::sub, "sub");
   if (needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
@@ -270,7 +281,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 // mul: y = a * b.   da = dout * b, db = dout * a.
 Tensor mul(const Tensor& a, const Tensor& b) {
-  if (is_half(a.dtype()) && a.dtype() == b.dtype()) return mul(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  if (is_half(a.dtype()) && a.dtype() == b.dtype())
+    return mul(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Tensor y = binary_kernel(a, b, Bin::mul, "mul");
   if (needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
@@ -288,7 +300,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 // div: y = a / b.   da = dout / b,   db = -dout * a / b^2 = -dout * y / b.
 Tensor div(const Tensor& a, const Tensor& b) {
-  if (is_half(a.dtype()) && a.dtype() == b.dtype()) return div(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  if (is_half(a.dtype()) && a.dtype() == b.dtype())
+    return div(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Tensor y = binary_kernel(a, b, Bin::div, "div");
   if (needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
@@ -334,24 +347,29 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
   }
   return y;
 }
+// clang-format off
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
+// clang-format on
 
 // Scalar forms: the scalar becomes a 0-d tensor (broadcast, never requires grad).
 // On a device the 0-d scalar is made there (one tiny fill).
 static Tensor scalar_like(double s, const Tensor& a) {
   return a.device().is_cpu() ? scalar_tensor(s, a.dtype()) : full({}, s, a.dtype(), a.device());
 }
+// clang-format off
 Tensor add(const Tensor& a, double s) { return add(a, scalar_like(s, a)); }
 Tensor sub(const Tensor& a, double s) { return sub(a, scalar_like(s, a)); }
 Tensor mul(const Tensor& a, double s) { return mul(a, scalar_like(s, a)); }
 Tensor div(const Tensor& a, double s) { return div(a, scalar_like(s, a)); }
 Tensor rsub(double s, const Tensor& a) { return sub(scalar_like(s, a), a); }
 Tensor rdiv(double s, const Tensor& a) { return div(scalar_like(s, a), a); }
+// clang-format on
 
 // =====================================================================================================
 // 3. Unary ops and activations. Each derivative is in un_derivative() above.
 // =====================================================================================================
+// clang-format off
 Tensor neg(const Tensor& x) { return unary(x, Un::neg, "neg", "NegBackward"); }
 Tensor exp(const Tensor& x) { return unary(x, Un::exp, "exp", "ExpBackward"); }
 Tensor log(const Tensor& x) { return unary(x, Un::log, "log", "LogBackward"); }
@@ -360,15 +378,18 @@ Tensor rsqrt(const Tensor& x) { return unary(x, Un::rsqrt, "rsqrt", "RsqrtBackwa
 Tensor abs(const Tensor& x) { return unary(x, Un::abs, "abs", "AbsBackward"); }
 Tensor square(const Tensor& x) { return unary(x, Un::square, "square", "SquareBackward"); }
 Tensor pow(const Tensor& x, double p) { return unary(x, Un::pow, "pow", "PowBackward", p); }
+// clang-format on
 Tensor clamp(const Tensor& x, double lo, double hi) {
   NG_CHECK(!(lo > hi), "clamp", "expected lo <= hi, got lo = ", lo, " and hi = ", hi);
   return unary(x, Un::clamp, "clamp", "ClampBackward", lo, hi);
 }
+// clang-format off
 Tensor relu(const Tensor& x) { return unary(x, Un::relu, "relu", "ReluBackward"); }
 Tensor gelu(const Tensor& x) { return unary(x, Un::gelu, "gelu", "GeluBackward"); }
 Tensor silu(const Tensor& x) { return unary(x, Un::silu, "silu", "SiluBackward"); }
 Tensor sigmoid(const Tensor& x) { return unary(x, Un::sigmoid, "sigmoid", "SigmoidBackward"); }
 Tensor tanh(const Tensor& x) { return unary(x, Un::tanh, "tanh", "TanhBackward"); }
+// clang-format on
 
 // =====================================================================================================
 // 4. In place

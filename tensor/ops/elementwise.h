@@ -37,8 +37,8 @@ Tensor square(const Tensor& x);
 
 // ---- activations ----
 Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x);     // tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-Tensor silu(const Tensor& x);     // x * sigmoid(x)
+Tensor gelu(const Tensor& x);  // tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+Tensor silu(const Tensor& x);  // x * sigmoid(x)
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 
@@ -52,6 +52,7 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha = 1.0);  // self +=
 Tensor& mul_(Tensor& self, double s);                                 // self *= s
 
 // ---- operators ----
+// clang-format off
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
@@ -65,6 +66,7 @@ inline Tensor operator-(double s, const Tensor& a) { return rsub(s, a); }
 inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
 inline Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
+// clang-format on
 
 // Shared checks: same dtype, same device. `op` names the caller in the message.
 void check_same_dtype_device(const Tensor& a, const Tensor& b, const char* op);
