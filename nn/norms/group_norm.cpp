@@ -432,6 +432,15 @@ void GroupNormForwardUnits(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT 
   const SegmentSum<D> seg(d, m);
   const auto inv_m = hn::Set(d, A(1) / A(m)), veps = hn::Set(d, A(eps)), one = hn::Set(d, A(1));
   HWY_ALIGN A mean_lanes[SegmentSum<D>::kMaxLanes], rstd_lanes[SegmentSum<D>::kMaxLanes];
+  // the statistics of a unit's groups, from its vectors of mean and rstd: lane q * m holds group q's
+  auto write_stats = [&](int64_t r, hn::Vec<D> vmean, hn::Vec<D> vrs) {
+    hn::Store(vmean, d, mean_lanes);
+    hn::Store(vrs, d, rstd_lanes);
+    for (int64_t q = 0, lane = 0; q < gpu; ++q, lane += m) {
+      mean[r + q] = mean_lanes[lane];
+      rstd[r + q] = rstd_lanes[lane];
+    }
+  };
 
   for (int64_t n = n0; n < n1; ++n) {
     for (int64_t c0 = 0, r = n * G; c0 < C; c0 += U, r += gpu) {  // r: the unit's first group
@@ -448,12 +457,7 @@ void GroupNormForwardUnits(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT 
         const auto c = hn::Sub(c0v, vd);  // (x - K) - d
         const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(seg(hn::Mul(c, c)), inv_m, veps)));
         StoreAs(d, hn::MulAdd(hn::Mul(c, vrs), hn::LoadU(d, w + c0), hn::LoadU(d, b + c0)), yu);
-        hn::Store(hn::Add(vK, vd), d, mean_lanes);
-        hn::Store(vrs, d, rstd_lanes);
-        for (int64_t q = 0, lane = 0; q < gpu; ++q, lane += m) {
-          mean[r + q] = mean_lanes[lane];
-          rstd[r + q] = rstd_lanes[lane];
-        }
+        write_stats(r, hn::Add(vK, vd), vrs);
         continue;
       }
       const auto vK = hn::TableLookupLanes(LoadAs(d, xu), seg.first);
@@ -473,14 +477,7 @@ void GroupNormForwardUnits(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT 
         const auto xhat = hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xu + j * L), vK), vd), vrs);
         StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + c0 + j * L), hn::LoadU(d, b + c0 + j * L)), yu + j * L);
       }
-
-      // the statistics of the unit's groups: lane q * m holds group q's
-      hn::Store(hn::Add(vK, vd), d, mean_lanes);
-      hn::Store(vrs, d, rstd_lanes);
-      for (int64_t q = 0, lane = 0; q < gpu; ++q, lane += m) {
-        mean[r + q] = mean_lanes[lane];
-        rstd[r + q] = rstd_lanes[lane];
-      }
+      write_stats(r, hn::Add(vK, vd), vrs);
     }
   }
 }

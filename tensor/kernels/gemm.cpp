@@ -62,10 +62,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
+
+#include <cstdio>
+#include <cstdlib>
 #endif
 
 #include "hwy/aligned_allocator.h"
