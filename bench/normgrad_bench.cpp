@@ -371,9 +371,12 @@ void bench_norms() {
   }
 }
 
-// Residual add + LayerNorm, y = layer_norm(x + a), forward, fused (F::add_layer_norm, nn/norms/add_norm.h)
-// against the two unfused ops, both through the public ops with autograd off. Compulsory traffic for the
-// operation: read x and a, write y = 3 n E (the unfused pair also writes and re-reads the sum).
+// Residual add + LayerNorm, y = layer_norm(x + a), fused (F::add_layer_norm, nn/norms/add_norm.h) against
+// the two unfused ops, both through the public ops. Compulsory traffic for the operation:
+//   fwd (autograd off):              read x and a, write y                  3 n E
+//   fwd+bwd (x, a need gradients):   the forward, then read dy, x and a,
+//                                    write dh (= da = dx)                   7 n E
+// (the unfused pair also writes and re-reads the sum).
 void bench_add_norm() {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 1024}, {16384, 256}};
   if (opt.quick) shapes = {{4096, 1024}};
@@ -383,18 +386,28 @@ void bench_add_norm() {
     ng::Generator g(3);
     const ng::Tensor x = ng::randn({rows, cols}, g), a = ng::randn({rows, cols}, g);
     const ng::Tensor w = ng::ones({cols}), b = ng::zeros({cols});
-    ng::NoGradGuard no_grad;
     for (const bool fused : {true, false}) {
-      const std::string name =
-          std::string(fused ? "add_layer_norm" : "add_then_layer_norm") + "/" + shape + "/f32/fwd";
-      if (!selected(name)) continue;
-      Timing t = time_it([&] {
-        if (fused)
-          ng::F::add_layer_norm(x, a, 1.0, {cols}, w, b);
-        else
-          ng::F::layer_norm(x + a, {cols}, w, b);
-      });
-      emit_bandwidth("add_norm", name, shape, "f32", "fwd", numel * E, 3 * numel * E, t);
+      const std::string base = std::string(fused ? "add_layer_norm" : "add_then_layer_norm") + "/" + shape;
+      auto forward = [&](const ng::Tensor& xi, const ng::Tensor& ai) {
+        return fused ? ng::F::add_layer_norm(xi, ai, 1.0, {cols}, w, b)
+                     : ng::F::layer_norm(xi + ai, {cols}, w, b);
+      };
+      if (selected(base + "/f32/fwd")) {
+        ng::NoGradGuard no_grad;
+        Timing t = time_it([&] { forward(x, a); });
+        emit_bandwidth("add_norm", base + "/f32/fwd", shape, "f32", "fwd", numel * E, 3 * numel * E, t);
+      }
+      if (selected(base + "/f32/fwd+bwd")) {
+        ng::Tensor xg = x.detach().requires_grad_(), ag = a.detach().requires_grad_();
+        const ng::Tensor dy = ng::randn({rows, cols}, g);
+        Timing t = time_it([&] {
+          xg.zero_grad();
+          ag.zero_grad();
+          forward(xg, ag).backward(dy);
+        });
+        emit_bandwidth("add_norm", base + "/f32/fwd+bwd", shape, "f32", "fwd+bwd", numel * E, 7 * numel * E,
+                       t);
+      }
     }
   }
 }

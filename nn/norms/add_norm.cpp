@@ -47,19 +47,28 @@ T* row_buffer(int64_t count) {
   return buf.data();
 }
 
-// The forward: rows in parallel, in the same chunks as the plain norm's fast forward. Each thread walks its
-// rows in blocks of about 32 KiB: build the block's rows of h in the buffer, then run the norm's row kernel
-// on them while they are still in L1/L2. mean is unused for RMSNorm.
+// How many rows of h to build at a time: one row, or as many as make 1 KiB when rows are shorter (so that
+// the call into the row kernel does not dominate short rows). h then never leaves L1: the add reads x and a
+// from memory and the norm writes y right after, so the reads and writes of neighbouring rows overlap.
 //
-// NOTE: until 2026-11-24 the buffer held a thread's whole share of the rows (8 MiB per thread for 4096 x
-// 1024 f32 on 2 threads), so h went out to memory and came back. Blocking it: 4096 x 1024 f32 on AMD Zen 4,
-// best of 200 calls, 1 thread 3.36-3.44 -> 3.17-3.22 ms, 2 threads 1.57-1.69 -> 1.53-1.54 ms (the op is
-// bound by reading x and a from DRAM, so the saving is the small one the h traffic was).
+// NOTE: the block was 32 KiB from 2026-11-24 (before that a thread's whole share of rows, 8 MiB at 4096 x
+// 1024), which left the fused op SLOWER than the unfused add then norm on AMD Zen 4. Best of alternating
+// runs, f32, 1 thread: 4096 x 1024: 32 KiB 2.76 ms, 8 KiB 3.06, 4 KiB 1.89, 1 KiB (one row) 1.86,
+// unfused 2.59; 16384 x 256: 2.64, 2.61, 1.77, 1.68, unfused 2.48. With 2 threads: 1.37 -> 0.79 ms and 0.97
+// -> 0.70 ms.
+template <typename T>
+int64_t sum_block_rows(int64_t n) {
+  return std::max<int64_t>(1, 1024 / std::max<int64_t>(n * int64_t(sizeof(T)), 1));
+}
+
+// The forward: rows in parallel, in the same chunks as the plain norm's fast forward. Each thread walks its
+// rows in blocks (sum_block_rows): build the block's rows of h in the buffer, then run the norm's row kernel
+// on them while they are in L1. mean is unused for RMSNorm.
 template <typename T, typename A>
 void add_norm_forward(Norm kind, const T* x, const T* a, bool scale, A alpha, const A* w, const A* b, T* y,
                       A* mean, A* rstd, int64_t rows, int64_t n, A eps) {
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
-  const int64_t block = std::max<int64_t>(1, (32 << 10) / std::max<int64_t>(n * int64_t(sizeof(T)), 1));
+  const int64_t block = sum_block_rows<T>(n);
   parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
     T* h = row_buffer<T>(std::min(block, r1 - r0) * n);
     for (int64_t q0 = r0; q0 < r1; q0 += block) {
@@ -73,25 +82,32 @@ void add_norm_forward(Norm kind, const T* x, const T* a, bool scale, A alpha, co
   });
 }
 
-// The backward: dh = norm_backward(dy, h) with h rebuilt chunk by chunk, in the plain norm's fixed row chunks
-// (norm_common.h: row_chunks), each with its own dweight/dbias partial row, then summed in chunk order.
+// The backward: dh = norm_backward(dy, h) with h rebuilt block by block (as in the forward), in the plain
+// norm's fixed row chunks (norm_common.h: row_chunks), each with its own dweight/dbias partial row, then
+// summed in chunk order. Within a chunk the blocks run in row order into the chunk's partial row, so the sums
+// are those of one call over the whole chunk.
 template <typename T, typename A>
 void add_norm_backward(Norm kind, const T* dy, const T* x, const T* a, bool scale, A alpha, const A* w,
                        const A* mean, const A* rstd, T* dh, A* dw, A* db, int64_t rows, int64_t n) {
   const norms::RowChunks chunks = norms::row_chunks(rows, n);
+  const int64_t block = sum_block_rows<T>(n);
   std::vector<A> dw_part(dw ? size_t(chunks.count * n) : 0, A(0));
   std::vector<A> db_part(db ? size_t(chunks.count * n) : 0, A(0));
   parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+    T* h = row_buffer<T>(block * n);
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
-      T* h = row_buffer<T>((r1 - r0) * n);
-      make_sum<T, A>(x + r0 * n, a + r0 * n, scale, alpha, h, (r1 - r0) * n);
       A* dwc = dw ? dw_part.data() + c * n : nullptr;
-      if (kind == Norm::layer)
-        norms::layer_norm_backward_rows<T, A>(dy + r0 * n, h, w, mean + r0, rstd + r0, dh + r0 * n, dwc,
-                                              db ? db_part.data() + c * n : nullptr, r1 - r0, n);
-      else
-        norms::rms_norm_backward_rows<T, A>(dy + r0 * n, h, w, rstd + r0, dh + r0 * n, dwc, r1 - r0, n);
+      A* dbc = db ? db_part.data() + c * n : nullptr;
+      for (int64_t q0 = r0; q0 < r1; q0 += block) {
+        const int64_t q1 = std::min(r1, q0 + block);
+        make_sum<T, A>(x + q0 * n, a + q0 * n, scale, alpha, h, (q1 - q0) * n);
+        if (kind == Norm::layer)
+          norms::layer_norm_backward_rows<T, A>(dy + q0 * n, h, w, mean + q0, rstd + q0, dh + q0 * n, dwc,
+                                                dbc, q1 - q0, n);
+        else
+          norms::rms_norm_backward_rows<T, A>(dy + q0 * n, h, w, rstd + q0, dh + q0 * n, dwc, q1 - q0, n);
+      }
     }
   });
   if (dw) norms::reduce_partials(dw_part, chunks.count, n, dw);
