@@ -17,6 +17,9 @@ What is compared (normgrad side: see bench/normgrad_bench.cpp for each entry):
   <norm>/RxC/f32/fwd       the norm's forward. PyTorch: F.layer_norm, F.rms_norm, F.batch_norm (training),
                            F.group_norm (32 groups) under torch.no_grad().
   <norm>/RxC/f32/fwd+bwd   forward and backward with dx, dweight (and dbias). PyTorch: autograd, y.backward(dy).
+  <norm>/RxC/bf16/...      the same with bf16 x and dy; normgrad's weights are f32, PyTorch's f32 or bf16
+                           (both timed, the faster reported).
+  add_layer_norm/RxC/...   normgrad's fused residual add + LayerNorm. PyTorch: F.layer_norm(x + a, ...).
   softmax, cross_entropy   torch.softmax(x, -1); F.cross_entropy(logits, targets).backward().
   adam_step                one Adam step over one 4M-element tensor. PyTorch: torch.optim.Adam, both the
                            default implementation and fused=True; the faster one is reported.
@@ -34,6 +37,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 
 def parse_args():
@@ -54,6 +58,10 @@ os.environ.setdefault("OMP_NUM_THREADS", str(ARGS.threads))
 
 import torch  # noqa: E402  (after OMP_NUM_THREADS is set)
 import torch.nn.functional as F  # noqa: E402
+
+# F.rms_norm with a bf16 x and an f32 weight warns that it cannot use its fused kernel; that is the point of
+# timing both weight dtypes, so the warning is expected.
+warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
 
 torch.set_num_threads(ARGS.threads)
 
@@ -104,12 +112,14 @@ def norm_call(norm, x, w, b):
     return F.group_norm(x, 32, w, b, 1e-5)
 
 
-def torch_norm(norm, rows, cols, passes):
+def torch_norm(norm, rows, cols, passes, dtype="f32", param_dtype="f32"):
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(rows, cols, generator=g)
-    dy = torch.randn(rows, cols, generator=g)
-    w = torch.ones(cols)
-    b = torch.zeros(cols)
+    dt = torch.bfloat16 if dtype == "bf16" else torch.float32
+    pdt = torch.bfloat16 if param_dtype == "bf16" else torch.float32
+    x = torch.randn(rows, cols, generator=g).to(dt)
+    dy = torch.randn(rows, cols, generator=g).to(dt)
+    w = torch.ones(cols, dtype=pdt)
+    b = torch.zeros(cols, dtype=pdt)
     if passes == "fwd":
         def fwd():
             with torch.no_grad():
@@ -120,6 +130,23 @@ def torch_norm(norm, rows, cols, passes):
     def fwd_bwd():
         xg.grad = wg.grad = bg.grad = None
         norm_call(norm, xg, wg, bg).backward(dy)
+    return fwd_bwd
+
+
+def torch_add_layer_norm(rows, cols, passes):
+    g = torch.Generator().manual_seed(3)
+    x, a, dy = (torch.randn(rows, cols, generator=g) for _ in range(3))
+    w, b = torch.ones(cols), torch.zeros(cols)
+    if passes == "fwd":
+        def fwd():
+            with torch.no_grad():
+                F.layer_norm(x + a, (cols,), w, b, 1e-5)
+        return fwd
+    xg, ag = x.clone().requires_grad_(), a.clone().requires_grad_()
+
+    def fwd_bwd():
+        xg.grad = ag.grad = None
+        F.layer_norm(xg + ag, (cols,), w, b, 1e-5).backward(dy)
     return fwd_bwd
 
 
@@ -270,6 +297,17 @@ def entries():
             for passes in ("fwd", "fwd+bwd"):
                 out.append((f"{norm}/{rows}x{cols}/f32/{passes}",
                             [("F." + norm, lambda n=norm, r=rows, c=cols, p=passes: torch_norm(n, r, c, p))]))
+                # bf16 x; normgrad keeps f32 weights (as MiniMind's mixed precision does). PyTorch accepts
+                # that mix but may leave its fused kernel for it (F.rms_norm does), so bf16 weights too.
+                out.append((f"{norm}/{rows}x{cols}/bf16/{passes}", [
+                    ("F." + norm + " (f32 weight)",
+                     lambda n=norm, r=rows, c=cols, p=passes: torch_norm(n, r, c, p, "bf16", "f32")),
+                    ("F." + norm + " (bf16 weight)",
+                     lambda n=norm, r=rows, c=cols, p=passes: torch_norm(n, r, c, p, "bf16", "bf16"))]))
+    for rows, cols in NORM_SHAPES[:2]:
+        for passes in ("fwd", "fwd+bwd"):
+            out.append((f"add_layer_norm/{rows}x{cols}/f32/{passes}",
+                        [("F.layer_norm(x + a)", lambda r=rows, c=cols, p=passes: torch_add_layer_norm(r, c, p))]))
     for rows, cols in [(4096, 1024), (1024, 4096)][: 1 if ARGS.quick else 2]:
         out.append((f"softmax/{rows}x{cols}/f32/fwd", [("torch.softmax", lambda r=rows, c=cols: torch_softmax(r, c))]))
         out.append((f"cross_entropy/{rows}x{cols}/f32/fwd+bwd",
