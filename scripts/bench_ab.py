@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Compare two (or more) builds of normgrad_bench in alternating runs.
+
+On a shared machine the same benchmark entry moves by 10-40% from one minute to the next, so a "before"
+run followed by an "after" run mostly measures the machine. This runs the binaries in turn, ROUNDS times,
+and reports each entry's best and median time per binary: a change is real when the best and the median
+agree across the alternation. Every before/after in docs/performance.md since 2026-11-24 was taken this way.
+
+    cp build/release/bench/normgrad_bench /tmp/bench_old     # before the change
+    ... change, rebuild ...
+    cp build/release/bench/normgrad_bench /tmp/bench_new
+    python3 scripts/bench_ab.py --filter layer_norm/4096x1024/f32 --threads 1 --rounds 4 \\
+        /tmp/bench_old /tmp/bench_new
+
+Entries are those of normgrad_bench --filter (comma-separated substrings); only rows at --threads count.
+"""
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("binaries", nargs="+", help="normgrad_bench binaries to compare")
+    p.add_argument("--filter", required=True, help="normgrad_bench --filter (comma-separated substrings)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--min-time", type=float, default=0.15, help="seconds of repetitions per entry and run")
+    args = p.parse_args()
+    for b in args.binaries:
+        if not os.access(b, os.X_OK):
+            sys.exit(f"bench_ab: {b} is not an executable file")
+
+    times = collections.defaultdict(lambda: collections.defaultdict(list))  # entry -> binary -> [ms]
+    for r in range(args.rounds):
+        for b in args.binaries:
+            cmd = [b, "--json", "--filter", args.filter, "--threads", str(args.threads),
+                   "--min-time", str(args.min_time)]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode != 0:
+                sys.exit(f"bench_ab: {' '.join(cmd)} failed with status {res.returncode}:\n{res.stderr}")
+            for line in res.stdout.splitlines():
+                row = json.loads(line)
+                name = row.get("name", "")
+                if row.get("threads") != args.threads or "seconds" not in row:
+                    continue
+                if name.startswith(("copy/", "peak_fma/", "bench/")):  # the baselines
+                    continue
+                times[name][b].append(row["seconds"] * 1e3)
+        print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
+
+    if not times:
+        sys.exit(f"bench_ab: no entry matched --filter {args.filter!r} at {args.threads} threads")
+    labels = {b: os.path.basename(b) for b in args.binaries}
+    width = max(len(n) for n in times)
+    for name, per_bin in times.items():
+        cells = []
+        for b in args.binaries:
+            v = sorted(per_bin.get(b, []))
+            cells.append(f"{labels[b]}: best {v[0]:.3f} median {v[len(v) // 2]:.3f} ms" if v else f"{labels[b]}: -")
+        print(f"{name:{width}s}  " + "   ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
