@@ -8,6 +8,8 @@
 #include "autograd/function.h"
 #include "tensor/device_kernels.h"
 #include "tensor/iter.h"
+#include "tensor/kernels/convert_simd.h"
+#include "tensor/parallel.h"
 
 namespace ng {
 
@@ -26,6 +28,16 @@ bool Tensor::is_contiguous() const {
 
 // ---- copying with conversion: the one kernel behind to(), contiguous(), clone() and copy_() --------
 // dst and src have the same shape (src may be a broadcast view); each may have any strides and dtype.
+//
+// Between float and f16 / bf16, a run contiguous on both sides goes to the SIMD kernels (the same bits as
+// the scalar loop; tensor/kernels/convert_simd.h), in parallel chunks. Before them, f32 -> f16 of 4M values
+// took 14.7 ms on one thread (AMD Zen 4; the scalar rounding branches per value).
+template <typename D, typename S>
+constexpr bool kSimdConvert = (std::is_same_v<S, float> &&
+                               (std::is_same_v<D, f16> || std::is_same_v<D, bf16>)) ||
+                              (std::is_same_v<D, float> &&
+                               (std::is_same_v<S, f16> || std::is_same_v<S, bf16>));
+
 static void copy_convert(const Tensor& dst, const Tensor& src) {
   NG_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy", "expected CPU tensors, got ",
            dst.device().str(), " and ", src.device().str());
@@ -35,6 +47,14 @@ static void copy_convert(const Tensor& dst, const Tensor& src) {
       const S* ps = static_cast<const S*>(src.raw_data());
       for_each_strided<2>(dst.shape(), {dst.strides(), src.strides()},
                           [&](const std::array<int64_t, 2>& o, int64_t n, const std::array<int64_t, 2>& s) {
+                            if constexpr (kSimdConvert<D, S>) {
+                              if (s[0] == 1 && s[1] == 1) {
+                                parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+                                  simd::convert(ps + o[1] + b, pd + o[0] + b, e - b);
+                                });
+                                return;
+                              }
+                            }
                             for (int64_t i = 0; i < n; ++i) {
                               const S v = ps[o[1] + i * s[1]];
                               D& out = pd[o[0] + i * s[0]];

@@ -1,7 +1,8 @@
-// The norms' conversions (LoadAs / StoreAs in nn/norms/norm_simd-inl.h, exported as ng::norms::load_widened
-// and ng::norms::store_rounded): the same bits as the scalar ng::f16_to_f32, ng::bf16_to_f32,
-// ng::f32_to_f16 and ng::f32_to_bf16, on every SIMD target. The loads are checked on all 65536 bit patterns;
-// the stores on ordinary values, ties, denormals, overflow, infinities and NaNs.
+// float <-> f16 / bf16 on SIMD vectors (tensor/kernels/half-inl.h: what the norm kernels load and store half
+// precision with, and what Tensor::to uses, exported as ng::simd::convert): the same bits as the scalar
+// ng::f16_to_f32, ng::bf16_to_f32, ng::f32_to_f16 and ng::f32_to_bf16, on every SIMD target. The loads are
+// checked on all 65536 bit patterns; the stores on ordinary values, ties, denormals, overflow, infinities,
+// NaNs and random patterns; Tensor::to on strided and contiguous tensors.
 //
 // Why bit by bit: on AVX-512 CPUs with AVX512-BF16 the bf16 store uses vcvtneps2bf16, which flushes denormal
 // inputs to zero where our rounding keeps them, so a vector with a denormal lane must take the rounding by
@@ -15,9 +16,10 @@
 #include <random>
 #include <vector>
 
-#include "nn/norms/norm_convert.h"
+#include "tensor/kernels/convert_simd.h"
 #include "simd_targets.h"
 #include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 using namespace ng;
 
@@ -68,7 +70,7 @@ void expect_same_bits(const std::vector<float>& in, Scalar scalar, const char* w
     for (int64_t n : lengths) {
       if (offset + n > int64_t(in.size())) continue;
       std::vector<T> out(size_t(n) + 1, T{0xabcd});  // one guard element past the end
-      norms::store_rounded(in.data() + offset, out.data(), n);
+      simd::convert(in.data() + offset, out.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         const uint32_t bits = [&] {
           uint32_t u;
@@ -85,7 +87,7 @@ void expect_same_bits(const std::vector<float>& in, Scalar scalar, const char* w
 
 }  // namespace
 
-TEST(NormConvert, Bf16StoreSameBitsAsScalarOnEveryTarget) {
+TEST(HalfConvert, Bf16StoreSameBitsAsScalarOnEveryTarget) {
   const std::vector<float> in = hostile_inputs();
   const int targets = ng::testing::for_each_target([&] {
     expect_same_bits<bf16>(
@@ -94,7 +96,7 @@ TEST(NormConvert, Bf16StoreSameBitsAsScalarOnEveryTarget) {
   EXPECT_GE(targets, 2);
 }
 
-TEST(NormConvert, F16StoreSameBitsAsScalarOnEveryTarget) {
+TEST(HalfConvert, F16StoreSameBitsAsScalarOnEveryTarget) {
   const std::vector<float> in = hostile_inputs();
   const int targets = ng::testing::for_each_target([&] {
     expect_same_bits<f16>(
@@ -112,7 +114,7 @@ void expect_loads_exact(Scalar scalar, const char* what) {
   for (int64_t offset : {0, 1, 7}) {
     for (int64_t n : {int64_t(65536), int64_t(1), int64_t(17), int64_t(33)}) {
       out.assign(out.size(), -1234.5f);
-      norms::load_widened(in.data() + offset, out.data(), n);
+      simd::convert(in.data() + offset, out.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         const float want = scalar(in[size_t(offset + i)]);
         uint32_t got_bits, want_bits;
@@ -133,14 +135,49 @@ void expect_loads_exact(Scalar scalar, const char* what) {
   }
 }
 
-TEST(NormConvert, F16LoadExactOnEveryTarget) {
+TEST(HalfConvert, F16LoadExactOnEveryTarget) {
   const int targets = ng::testing::for_each_target(
       [&] { expect_loads_exact<f16>([](f16 h) { return f16_to_f32(h); }, "f16"); });
   EXPECT_GE(targets, 2);
 }
 
-TEST(NormConvert, Bf16LoadExactOnEveryTarget) {
+TEST(HalfConvert, Bf16LoadExactOnEveryTarget) {
   const int targets = ng::testing::for_each_target(
       [&] { expect_loads_exact<bf16>([](bf16 h) { return bf16_to_f32(h); }, "bf16"); });
+  EXPECT_GE(targets, 2);
+}
+
+// Tensor::to between float and f16 / bf16: contiguous tensors take the SIMD kernels, strided ones the scalar
+// loop; both give the scalar conversion's bits, on every target, also for inputs long enough to be split
+// into parallel chunks.
+TEST(HalfConvert, TensorToGivesTheScalarBitsContiguousOrStrided) {
+  std::vector<float> values = hostile_inputs();
+  values.resize(70000 + 13, 1.5f);  // more than one parallel chunk (65536), and a tail
+  const int64_t n = int64_t(values.size());
+  const Tensor x = from_vector(values, {n});
+  const Tensor xt = from_vector(values, {1, n}).expand({2, n}).transpose(0, 1);  // a strided view
+  values = x.to_vector<float>();  // the floats the tensor holds (from_vector may quiet a signalling NaN)
+  const int targets = ng::testing::for_each_target([&] {
+    for (DType dt : {DType::bf16, DType::f16}) {
+      for (const Tensor& src : {x, xt}) {
+        const Tensor h = src.to(dt).contiguous();
+        const Tensor back = h.to(DType::f32);
+        const auto* hb = static_cast<const uint16_t*>(h.raw_data());
+        const auto* fb = static_cast<const float*>(back.raw_data());
+        const int64_t stride = src.dim() == 1 ? 1 : 2;  // xt holds every value twice
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = values[size_t(i)];
+          const uint16_t want = dt == DType::bf16 ? f32_to_bf16(v).bits : f32_to_f16(v).bits;
+          ASSERT_EQ(hb[i * stride], want) << dtype_name(dt) << " to(), value " << i << ", dims " << src.dim();
+          const float want_back = dt == DType::bf16 ? bf16_to_f32(bf16{want}) : f16_to_f32(f16{want});
+          if (std::isnan(want_back)) {
+            ASSERT_TRUE(std::isnan(fb[i * stride])) << dtype_name(dt) << " back, value " << i;
+          } else {
+            ASSERT_EQ(fb[i * stride], want_back) << dtype_name(dt) << " back, value " << i;
+          }
+        }
+      }
+    }
+  });
   EXPECT_GE(targets, 2);
 }
