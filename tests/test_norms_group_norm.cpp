@@ -173,6 +173,60 @@ TEST(GroupNorm, HostileGroups) {
               2e-3);
 }
 
+TEST(GroupNorm, LargeMeanSmallStdBackwardIsRightInF32) {
+  // Groups with mean 1e4 and std 1e-2 in f32 through the backward, against the backward done in f64 on the
+  // same f32 inputs. As in LayerNorm's test of the same name: a mean rounded to f32 is off by up to
+  // ulp(1e4)/2 ~ 5e-4, 5% of the std, so a backward that centres with (x - saved mean) moves every xhat by up
+  // to 0.05. (That one, before 2026-11-25, failed here with dweight off by 4% of its scale; measuring the
+  // group's offset from the saved mean gives ~1e-7.) Every path of the fast kernel: a group of channels x
+  // positions (with a SIMD tail: S = 33), (N, C) groups the unit path takes (m = 8 and m = 32), and (N, C)
+  // groups it does not (m = 15).
+  struct Case {
+    int64_t N, C, S, G;
+  };
+  for (const Case k :
+       {Case{2, 4, 50, 2}, Case{2, 6, 33, 3}, Case{3, 64, 1, 8}, Case{3, 128, 1, 4}, Case{2, 60, 1, 4}}) {
+    const std::string what = "N=" + std::to_string(k.N) + " C=" + std::to_string(k.C) +
+                             " S=" + std::to_string(k.S) + " G=" + std::to_string(k.G);
+    Generator gen{uint64_t(k.C * 7 + k.S)};
+    const Shape shape = k.S == 1 ? Shape{k.N, k.C} : Shape{k.N, k.C, k.S};
+    // the first group of every sample is hostile, the others ordinary
+    std::vector<double> v = randn(shape, gen, DType::f64).to_vector<double>();
+    const int64_t m = k.C / k.G * k.S;
+    for (int64_t n = 0; n < k.N; ++n)
+      for (int64_t i = 0; i < m; ++i) {
+        double& e = v[size_t(n * k.C * k.S + i)];
+        e = double(float(1e4 + 1e-2 * e));
+      }
+    const Tensor x = from_vector(v, shape, DType::f32), x64 = from_vector(v, shape, DType::f64);
+    const Tensor dy = randn(shape, gen), dy64 = dy.to(DType::f64);
+    const Tensor w = randn({k.C}, gen, DType::f32, 1.0, 0.5), b = zeros({k.C});
+    const double eps = 1e-8;
+    auto t = norms::group_norm_forward(x64, k.N, k.C, k.S, k.G, w.to(DType::f64), b.to(DType::f64), eps,
+                                       norms::Impl::reference);
+    auto want = norms::group_norm_backward(dy64, x64, t.mean, t.rstd, w.to(DType::f64), k.N, k.C, k.S, k.G,
+                                           true, true, true, norms::Impl::reference);
+    auto rel_err = [](const Tensor& got, const Tensor& ref) {
+      std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < r.size(); ++i) {
+        worst = std::max(worst, std::abs(g[i] - r[i]));
+        scale = std::max(scale, std::abs(r[i]));
+      }
+      return worst / scale;
+    };
+    for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+      const std::string label = what + (impl == norms::Impl::fast ? " fast" : " reference");
+      auto f = norms::group_norm_forward(x, k.N, k.C, k.S, k.G, w, b, eps, impl);
+      auto g =
+          norms::group_norm_backward(dy, x, f.mean, f.rstd, w, k.N, k.C, k.S, k.G, true, true, true, impl);
+      EXPECT_LT(rel_err(g.dx, want.dx), 1e-5) << label;
+      EXPECT_LT(rel_err(g.dweight, want.dweight), 1e-5) << label;
+      EXPECT_LT(rel_err(g.dbias, want.dbias), 1e-6) << label;
+    }
+  }
+}
+
 TEST(GroupNorm, HalfPrecisionMatchesF32) {
   Generator gen(91);
   Tensor x = randn({4, 8, 10}, gen), dy = randn({4, 8, 10}, gen);

@@ -35,6 +35,8 @@
 #include "tensor/device_kernels.h"
 #include "tensor/ops/elementwise.h"
 
+#include <vector>
+
 #if HWY_ONCE
 namespace ng::norms {
 
@@ -177,6 +179,14 @@ namespace ng::norms {
 // Exact code (norm_math::centered_norm_dx), computed per channel segment with the channel's weight:
 //   dx = dy * (rstd * w_c)  +  (-rstd * mean_g)  +  xhat * (-rstd * mean_gx)
 //        term 1                term 2               term 3
+//
+// Recomputing xhat precisely, as LayerNorm's backward does (layer_norm.cpp, section 4): the saved mean is
+// rounded to the compute type, and for a group with mean 1e4 and std 1e-2 in f32 that moves every
+// (x - saved mean) * rstd by up to 0.05. So the saved mean s is only a shift: c = x - s is exact for the
+// values near it, the group's offset d = (1/m) sum c is measured from the data, and xhat = (c - d) * rstd.
+// The sums over c give what the sums over xhat would, without a pass that waits for d:
+//   sum g xhat = rstd (sum g c - d sum g),   per channel: sum dy xhat = rstd (sum dy c - d sum dy).
+// (Until 2026-11-25 the backward used (x - s) * rstd: on such groups dweight was off by 4% of its scale.)
 
 // Reference. dy, x, dx: (N, C, S); w: (C) or null; mean, rstd: (N * G); dw, db: (C) or null.
 template <typename T, typename A>
@@ -189,7 +199,11 @@ void group_norm_backward_reference(const T* dy, const T* x, const A* w, const A*
     const int64_t g = r % G;
     const A mu = mean[r], rs = rstd[r];
     auto channel = [&](int64_t i) { return g * cpg + i / S; };
-    auto xhat = [&](int64_t i) { return (load_acc<A>(x[r * m + i]) - mu) * rs; };
+    // the group's offset from the saved mean, measured on the data (section 4 above)
+    A sum_c = 0;
+    for (int64_t i = 0; i < m; ++i) sum_c += load_acc<A>(x[r * m + i]) - mu;
+    const A dmean = sum_c / A(m);
+    auto xhat = [&](int64_t i) { return ((load_acc<A>(x[r * m + i]) - mu) - dmean) * rs; };
     auto dyv = [&](int64_t i) { return load_acc<A>(dy[r * m + i]); };
     auto gv = [&](int64_t i) { return dyv(i) * (w ? w[channel(i)] : A(1)); };
 
@@ -210,15 +224,17 @@ void group_norm_backward_reference(const T* dy, const T* x, const A* w, const A*
 }  // namespace ng::norms
 #endif  // HWY_ONCE
 
-// The fast backward, per row, channel segment by channel segment:
-//   pass 1: per channel sdy = sum dy, sdyx = sum dy * xhat (vector accumulators);
+// The fast backward, per row, channel segment by channel segment, with s = the saved mean and c = x - s:
+//   pass 1: per channel sdy = sum dy, sdyc = sum dy * c (vector accumulators); the row's sum c
+//   then:   d = sum c / m; per channel sdyx = rstd (sdyc - d sdy) (= sum dy * xhat);
 //           sum_g += w_c sdy, sum_gx += w_c sdyx; this chunk's partial dweight_c += sdyx, dbias_c += sdy
-//   pass 2: dx = fma(dy, rstd * w_c, fma(xhat, k3, k2))
+//   pass 2: xhat = fma(c, rstd, -d * rstd);  dx = fma(dy, rstd * w_c, fma(xhat, k3, k2))
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
 // S == 1 (an (N, C) input): the row is the group's m = C/G channels, one value each. LayerNorm's backward
 // with the group's slice of weight and of the dweight/dbias partial rows: vectors run across channels.
+// (The shapes the unit path below does not take: m neither a divisor nor a multiple of the vector length.)
 template <typename T>
 void RowBackwardOneValuePerChannel(const T* HWY_RESTRICT dyr, const T* HWY_RESTRICT xr,
                                    const AccT<T>* HWY_RESTRICT wg, AccT<T> mu, AccT<T> rs,
@@ -230,41 +246,55 @@ void RowBackwardOneValuePerChannel(const T* HWY_RESTRICT dyr, const T* HWY_RESTR
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t m_main = m - m % L;
   const size_t rest = size_t(m - m_main);
-  const auto vmu = hn::Set(d, mu), vrs = hn::Set(d, rs);
+  const auto vs = hn::Set(d, mu), vrs = hn::Set(d, rs);  // the saved mean: a shift (section 4)
+  const auto tail_mask = hn::FirstN(d, rest);
   const Tail<D, T> x_tail(xr + m_main, rest), dy_tail(dyr + m_main, rest);  // zero-padded dy: adds nothing
 
-  // pass 1: sum_g, sum_gx; partial dweight += dy * xhat, dbias += dy
-  auto sum_g = hn::Zero(d), sum_gx = hn::Zero(d);
-  auto step1 = [&](hn::Vec<D> xv, hn::Vec<D> dyv, int64_t i, size_t cnt) {
-    const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
-    const auto gv = hn::Mul(dyv, cnt == size_t(L) ? hn::LoadU(d, wg + i) : LoadTailA(d, wg + i, cnt));
-    sum_g = hn::Add(sum_g, gv);
-    sum_gx = hn::MulAdd(gv, xhat, sum_gx);
-    if (cnt == size_t(L)) {
-      if (dwg) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dwg + i)), d, dwg + i);
-      if (dbg) hn::StoreU(hn::Add(dyv, hn::LoadU(d, dbg + i)), d, dbg + i);
-    } else {
-      if (dwg) StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, dwg + i, cnt)), dwg + i, cnt);
-      if (dbg) StoreTailA(d, hn::Add(dyv, LoadTailA(d, dbg + i, cnt)), dbg + i, cnt);
-    }
-  };
-  for (int64_t i = 0; i < m_main; i += L) step1(LoadAs(d, xr + i), LoadAs(d, dyr + i), i, size_t(L));
-  if (rest) step1(x_tail.load(d), dy_tail.load(d), m_main, rest);
-  if (!dxr) return;
-
-  // pass 2: dx = g * rstd + (xhat * k3 + k2)          term 1 + term 3 + term 2
-  const auto k2 = hn::Set(d, -rs * ReduceSum(d, sum_g) / A(m));
-  const auto k3 = hn::Set(d, -rs * ReduceSum(d, sum_gx) / A(m));
-  auto dx_of = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv) {
-    const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
-    return hn::MulAdd(hn::Mul(dyv, wv), vrs, hn::MulAdd(xhat, k3, k2));
+  // pass 1: sum c, sum g, sum g c (c = x - s; the tail's c is masked, its g is 0)
+  auto sum_c = hn::Zero(d), sum_g = hn::Zero(d), sum_gc = hn::Zero(d);
+  auto step1 = [&](hn::Vec<D> c, hn::Vec<D> dyv, hn::Vec<D> wv) {
+    const auto g = hn::Mul(dyv, wv);
+    sum_c = hn::Add(sum_c, c);
+    sum_g = hn::Add(sum_g, g);
+    sum_gc = hn::MulAdd(g, c, sum_gc);
   };
   for (int64_t i = 0; i < m_main; i += L)
-    StoreAs(d, dx_of(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, wg + i)), dxr + i);
-  if (rest) {
-    Tail<D, T> out(rest);
-    out.store(d, dx_of(x_tail.load(d), dy_tail.load(d), LoadTailA(d, wg + m_main, rest)), dxr + m_main);
-  }
+    step1(hn::Sub(LoadAs(d, xr + i), vs), LoadAs(d, dyr + i), hn::LoadU(d, wg + i));
+  if (rest)
+    step1(hn::IfThenElseZero(tail_mask, hn::Sub(x_tail.load(d), vs)), dy_tail.load(d),
+          LoadTailA(d, wg + m_main, rest));
+  const A dmean = ReduceSum(d, sum_c) / A(m);
+  const A mean_g = ReduceSum(d, sum_g) / A(m);
+  const A mean_gx = rs * (ReduceSum(d, sum_gc) / A(m) - dmean * mean_g);
+
+  // pass 2: xhat = c * rstd - d * rstd; partial dweight += dy * xhat, dbias += dy;
+  //         dx = g * rstd + (xhat * k3 + k2)          term 1 + term 3 + term 2
+  const auto vdr = hn::Set(d, -dmean * rs);
+  const auto k2 = hn::Set(d, -rs * mean_g);
+  const auto k3 = hn::Set(d, -rs * mean_gx);
+  auto step2 = [&](hn::Vec<D> xv, hn::Vec<D> dyv, int64_t i, size_t cnt) {
+    const bool full = cnt == size_t(L);
+    const auto xhat = hn::MulAdd(hn::Sub(xv, vs), vrs, vdr);
+    if (dwg) {
+      const auto v = hn::MulAdd(dyv, xhat, full ? hn::LoadU(d, dwg + i) : LoadTailA(d, dwg + i, cnt));
+      full ? hn::StoreU(v, d, dwg + i) : StoreTailA(d, v, dwg + i, cnt);
+    }
+    if (dbg) {
+      const auto v = hn::Add(dyv, full ? hn::LoadU(d, dbg + i) : LoadTailA(d, dbg + i, cnt));
+      full ? hn::StoreU(v, d, dbg + i) : StoreTailA(d, v, dbg + i, cnt);
+    }
+    if (!dxr) return;
+    const auto wv = full ? hn::LoadU(d, wg + i) : LoadTailA(d, wg + i, cnt);
+    const auto out = hn::MulAdd(hn::Mul(dyv, wv), vrs, hn::MulAdd(xhat, k3, k2));
+    if (full) {
+      StoreAs(d, out, dxr + i);
+    } else {
+      Tail<D, T> dx_tail(cnt);
+      dx_tail.store(d, out, dxr + i);
+    }
+  };
+  for (int64_t i = 0; i < m_main; i += L) step2(LoadAs(d, xr + i), LoadAs(d, dyr + i), i, size_t(L));
+  if (rest) step2(x_tail.load(d), dy_tail.load(d), m_main, rest);
 }
 
 template <typename T>
@@ -279,11 +309,14 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   const int64_t cpg = C / G, m = cpg * S;
   const int64_t s_main = S - S % L;
   const size_t s_rest = size_t(S - s_main);
+  const auto s_mask = hn::FirstN(d, s_rest);
+  // per channel of the row: sum dy and sum dy c, kept until the row's offset d is known
+  std::vector<A> seg_dy(S == 1 ? 0 : size_t(cpg)), seg_dyc(S == 1 ? 0 : size_t(cpg));
 
   // g: the row's group, stepped along with r (a division per row costs as much as a short row's math)
   for (int64_t r = r0, g = r0 % G; r < r1; ++r, g = g + 1 == G ? 0 : g + 1) {
     const A rs = rstd[r];
-    const auto vmu = hn::Set(d, mean[r]);
+    const auto vs = hn::Set(d, mean[r]);  // the saved mean: a shift (section 4)
     const auto vrs = hn::Set(d, rs);
 
     if (S == 1) {
@@ -293,32 +326,44 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
       continue;
     }
 
-    // pass 1
+    // pass 1: per channel segment sum dy and sum dy c (c = x - s), and the row's sum c
+    auto sum_c = hn::Zero(d);
+    for (int64_t k = 0; k < cpg; ++k) {
+      const T* HWY_RESTRICT xs = x + r * m + k * S;
+      const T* HWY_RESTRICT dys = dy + r * m + k * S;
+      auto sdy = hn::Zero(d), sdyc = hn::Zero(d);
+      for (int64_t s = 0; s < s_main; s += L) {
+        const auto dyv = LoadAs(d, dys + s);
+        const auto cv = hn::Sub(LoadAs(d, xs + s), vs);
+        sum_c = hn::Add(sum_c, cv);
+        sdy = hn::Add(sdy, dyv);
+        sdyc = hn::MulAdd(dyv, cv, sdyc);
+      }
+      if (s_rest) {  // zero-padded tails: dy = 0 there; c = -s there, so sum_c masks it
+        const auto dyv = Tail<D, T>(dys + s_main, s_rest).load(d);
+        const auto cv = hn::IfThenElseZero(s_mask, hn::Sub(Tail<D, T>(xs + s_main, s_rest).load(d), vs));
+        sum_c = hn::Add(sum_c, cv);
+        sdy = hn::Add(sdy, dyv);
+        sdyc = hn::MulAdd(dyv, cv, sdyc);
+      }
+      seg_dy[size_t(k)] = ReduceSum(d, sdy);
+      seg_dyc[size_t(k)] = ReduceSum(d, sdyc);
+    }
+    // the row's offset d = mean - s; per channel sum dy xhat = rstd (sum dy c - d sum dy)
+    const A dmean = ReduceSum(d, sum_c) / A(m);
     A sum_g = 0, sum_gx = 0;
     for (int64_t k = 0; k < cpg; ++k) {
       const int64_t c = g * cpg + k;
-      const T* HWY_RESTRICT xs = x + r * m + k * S;
-      const T* HWY_RESTRICT dys = dy + r * m + k * S;
-      auto sdy = hn::Zero(d), sdyx = hn::Zero(d);
-      for (int64_t s = 0; s < s_main; s += L) {
-        const auto dyv = LoadAs(d, dys + s);
-        sdy = hn::Add(sdy, dyv);
-        sdyx = hn::MulAdd(dyv, hn::Mul(hn::Sub(LoadAs(d, xs + s), vmu), vrs), sdyx);
-      }
-      if (s_rest) {  // zero-padded tails: dy = 0 there
-        const auto dyv = Tail<D, T>(dys + s_main, s_rest).load(d);
-        sdy = hn::Add(sdy, dyv);
-        sdyx = hn::MulAdd(dyv, hn::Mul(hn::Sub(Tail<D, T>(xs + s_main, s_rest).load(d), vmu), vrs), sdyx);
-      }
-      const A seg_dy = ReduceSum(d, sdy), seg_dyx = ReduceSum(d, sdyx);
-      sum_g += w[c] * seg_dy;
+      const A seg_dyx = rs * (seg_dyc[size_t(k)] - dmean * seg_dy[size_t(k)]);
+      sum_g += w[c] * seg_dy[size_t(k)];
       sum_gx += w[c] * seg_dyx;
       if (dw_part) dw_part[c] += seg_dyx;
-      if (db_part) db_part[c] += seg_dy;
+      if (db_part) db_part[c] += seg_dy[size_t(k)];
     }
     if (!dx) continue;
 
     // pass 2
+    const auto vdr = hn::Set(d, -dmean * rs);         // xhat = c * rstd - d * rstd
     const auto k2 = hn::Set(d, -rs * sum_g / A(m));   // term 2
     const auto k3 = hn::Set(d, -rs * sum_gx / A(m));  // term 3 = xhat * k3
     for (int64_t k = 0; k < cpg; ++k) {
@@ -328,7 +373,7 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
       const T* HWY_RESTRICT dys = dy + r * m + k * S;
       T* HWY_RESTRICT dxs = dx + r * m + k * S;
       auto dx_of = [&](hn::Vec<D> xv, hn::Vec<D> dyv) {
-        const auto xhat = hn::Mul(hn::Sub(xv, vmu), vrs);
+        const auto xhat = hn::MulAdd(hn::Sub(xv, vs), vrs, vdr);
         return hn::MulAdd(dyv, k1, hn::MulAdd(xhat, k3, k2));
       };
       for (int64_t s = 0; s < s_main; s += L)
@@ -483,9 +528,12 @@ void GroupNormForwardUnits(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT 
 }
 
 // Samples [n0, n1) of an (N, C) input; dw_part, db_part: (C) partials of this chunk (or null).
-//   pass 1 (per unit): xhat = (x - mean) * rstd, g = dy * w; segment sums of g and g * xhat;
-//                      dw_part += dy * xhat, db_part += dy (vectors across channels)
-//   pass 2:            dx = g * rstd + (xhat * k3 + k2), k2 = -rstd * mean_g, k3 = -rstd * mean_gx
+//   pass 1 (per unit): c = x - s (s: the saved means, per lane), g = dy * w; segment sums of c, g and g c
+//                      -> per lane d, mean_g, mean_gx = rstd (mean of g c - d mean_g)
+//   pass 2:            xhat = fma(c, rstd, -d * rstd); dw_part += dy * xhat, db_part += dy (vectors across
+//                      channels); dx = g * rstd + (xhat * k3 + k2), k2 = -rstd * mean_g, k3 = -rstd * mean_gx
+// (dweight and dbias are summed in pass 2, where xhat is exact: the split LayerNorm's backward uses, c * rstd
+// in pass 1 and -d * rstd where it matters, measured slower here: 16384 x 256, 2 threads, 1.40 -> 2.41 ms.)
 template <typename T>
 void GroupNormBackwardUnits(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                             const AccT<T>* HWY_RESTRICT mean, const AccT<T>* HWY_RESTRICT rstd,
@@ -508,29 +556,34 @@ void GroupNormBackwardUnits(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, c
       const bool full = r + L <= rows;
       const auto mu_g = full ? hn::LoadU(d, mean + r) : LoadTailA(d, mean + r, size_t(gpu));
       const auto rs_g = full ? hn::LoadU(d, rstd + r) : LoadTailA(d, rstd + r, size_t(gpu));
-      const auto vmu = hn::TableLookupLanes(mu_g, seg.group);
+      const auto vs = hn::TableLookupLanes(mu_g, seg.group);  // the saved means: shifts (section 4)
       const auto vrs = hn::TableLookupLanes(rs_g, seg.group);
 
-      // pass 1
-      auto sg = hn::Zero(d), sgx = hn::Zero(d);
+      // pass 1: segment sums of c = x - s, of g and of g c
+      auto sc = hn::Zero(d), sg = hn::Zero(d), sgc = hn::Zero(d);
+      for (int64_t j = 0; j < vpu; ++j) {
+        const auto cv = hn::Sub(LoadAs(d, x + off + j * L), vs);
+        const auto g = hn::Mul(LoadAs(d, dy + off + j * L), hn::LoadU(d, w + c0 + j * L));
+        sc = hn::Add(sc, cv);
+        sg = hn::Add(sg, g);
+        sgc = hn::MulAdd(g, cv, sgc);
+      }
+      const auto vd = hn::Mul(seg(sc), inv_m);  // per lane: its group's offset d = mean - s
+      const auto mean_g = hn::Mul(seg(sg), inv_m);
+      const auto mean_gx = hn::Mul(vrs, hn::NegMulAdd(vd, mean_g, hn::Mul(seg(sgc), inv_m)));
+      const auto vdr = hn::Neg(hn::Mul(vd, vrs));      // xhat = c * rstd - d * rstd
+      const auto k2 = hn::Neg(hn::Mul(vrs, mean_g));   // term 2
+      const auto k3 = hn::Neg(hn::Mul(vrs, mean_gx));  // term 3 = xhat * k3
+
+      // pass 2: partial dweight += dy * xhat, dbias += dy; dx = term 1 + term 3 + term 2
       for (int64_t j = 0; j < vpu; ++j) {
         const int64_t c = c0 + j * L;
         const auto dyv = LoadAs(d, dy + off + j * L);
-        const auto xhat = hn::Mul(hn::Sub(LoadAs(d, x + off + j * L), vmu), vrs);
-        const auto g = hn::Mul(dyv, hn::LoadU(d, w + c));
-        sg = hn::Add(sg, g);
-        sgx = hn::MulAdd(g, xhat, sgx);
+        const auto xhat = hn::MulAdd(hn::Sub(LoadAs(d, x + off + j * L), vs), vrs, vdr);
         if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + c)), d, dw_part + c);
         if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + c)), d, db_part + c);
-      }
-      if (!dx) continue;
-
-      // pass 2: term 1 + term 3 + term 2
-      const auto k2 = hn::Neg(hn::Mul(vrs, hn::Mul(seg(sg), inv_m)));
-      const auto k3 = hn::Neg(hn::Mul(vrs, hn::Mul(seg(sgx), inv_m)));
-      for (int64_t j = 0; j < vpu; ++j) {
-        const auto xhat = hn::Mul(hn::Sub(LoadAs(d, x + off + j * L), vmu), vrs);
-        const auto g = hn::Mul(LoadAs(d, dy + off + j * L), hn::LoadU(d, w + c0 + j * L));
+        if (!dx) continue;
+        const auto g = hn::Mul(dyv, hn::LoadU(d, w + c));
         StoreAs(d, hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, k2)), dx + off + j * L);
       }
     }
