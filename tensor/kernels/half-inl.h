@@ -100,7 +100,7 @@ HWY_INLINE bool StoreBf16Native(D, hn::Vec<D> v, hwy::bfloat16_t* HWY_RESTRICT p
 //
 // On SSE4 and the portable EMU128 target, Highway 1.0.3 emulates the f32 -> f16 DemoteTo with bit
 // operations that truncate the mantissa, turn overflow into a finite number and NaN into a non-NaN (found by
-// tests/test_norms_store.cpp, 2026-11-25: until then the f16 norms on CPUs without AVX2 were off in the
+// tests/test_tensor_convert.cpp, 2026-11-25: until then the f16 norms on CPUs without AVX2 were off in the
 // last bit). This rounds to nearest even like ng::f32_to_f16, with the float adder doing the subnormal case:
 //   |v| >= 65520          -> inf (0x7c00); NaN keeps its top payload bits, made quiet (0x7e00 | ...)
 //   normal f16 range      -> rebias the exponent (-112 << 23), add 0xfff + the lowest kept bit,
