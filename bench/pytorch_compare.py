@@ -307,7 +307,8 @@ def entries():
     for rows, cols in NORM_SHAPES[:2]:
         for passes in ("fwd", "fwd+bwd"):
             out.append((f"add_layer_norm/{rows}x{cols}/f32/{passes}",
-                        [("F.layer_norm(x + a)", lambda r=rows, c=cols, p=passes: torch_add_layer_norm(r, c, p))]))
+                        [("F.layer_norm(x + a)",
+                          lambda r=rows, c=cols, p=passes: torch_add_layer_norm(r, c, p))]))
     for rows, cols in [(4096, 1024), (1024, 4096)][: 1 if ARGS.quick else 2]:
         out.append((f"softmax/{rows}x{cols}/f32/fwd", [("torch.softmax", lambda r=rows, c=cols: torch_softmax(r, c))]))
         out.append((f"cross_entropy/{rows}x{cols}/f32/fwd+bwd",
