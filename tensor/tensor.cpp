@@ -13,8 +13,12 @@
 
 namespace ng {
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "Tensor::size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "Tensor::stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  return shape()[wrap_dim(d, dim(), "Tensor::size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[wrap_dim(d, dim(), "Tensor::stride")];
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
@@ -76,7 +80,8 @@ double Tensor::item() const {
   NG_CHECK(numel() == 1, "item", "expected a tensor with one element, got shape ", shape_str(shape()));
   if (!device().is_cpu()) return detach().to(Device::cpu()).item();  // one value copied to the host
   double v = 0;
-  NG_DISPATCH_ALL(dtype(), "item", [&]<typename scalar_t>() { v = to_double(*static_cast<const scalar_t*>(raw_data())); });
+  NG_DISPATCH_ALL(dtype(), "item",
+                  [&]<typename scalar_t>() { v = to_double(*static_cast<const scalar_t*>(raw_data())); });
   return v;
 }
 
@@ -143,7 +148,9 @@ Tensor Tensor::clone() const {
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
 
 Tensor& Tensor::fill_(double value) {
   if (!device().is_cpu()) {
@@ -183,9 +190,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::requires_grad_(bool on) {
-  NG_CHECK(is_leaf(), "requires_grad_",
-           "can only be set on a leaf tensor; this one was made by ", grad_fn()->name(),
-           " (use detach() to make a leaf)");
+  NG_CHECK(is_leaf(), "requires_grad_", "can only be set on a leaf tensor; this one was made by ",
+           grad_fn()->name(), " (use detach() to make a leaf)");
   NG_CHECK(!on || is_floating(dtype()), "requires_grad_", "only floating tensors can require grad, got ",
            dtype_name(dtype()));
   impl().requires_grad = on;
@@ -199,7 +205,9 @@ void Tensor::set_grad(const Tensor& g) {
   impl().grad = g.impl_ptr();
 }
 
-void Tensor::zero_grad() { impl().grad.reset(); }
+void Tensor::zero_grad() {
+  impl().grad.reset();
+}
 
 void Tensor::retain_grad() {
   if (is_leaf()) return;  // leaves keep .grad anyway
@@ -207,7 +215,9 @@ void Tensor::retain_grad() {
   grad_fn()->retained_output = impl_ptr();
 }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const { run_backward(*this, grad, retain_graph); }
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  run_backward(*this, grad, retain_graph);
+}
 
 Tensor Tensor::detach() const {
   auto d = std::make_shared<TensorImpl>();

@@ -75,6 +75,13 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// max_abs_diff relative to the largest |b| (b: the reference).
+inline double max_rel_diff(const Tensor& a, const Tensor& b) {
+  double scale = 0;
+  for (double v : b.to_vector<double>()) scale = std::max(scale, std::abs(v));
+  return max_abs_diff(a, b) / scale;
+}
+
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   Tensor ca = a.contiguous(), cb = b.contiguous();

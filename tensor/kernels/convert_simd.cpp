@@ -1,5 +1,5 @@
 // float <-> f16 / bf16 on contiguous arrays (convert_simd.h): full vectors through the exact conversions of
-// half-inl.h, the last partial vector through a small buffer (tail-inl.h's rule: never touch memory past n).
+// half-inl.h, the last partial vector through small buffers (tail-inl.h: never touch memory past n).
 // The dispatch pattern is explained in elementwise_simd.cpp.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/convert_simd.cpp"
@@ -7,6 +7,7 @@
 
 #include "hwy/highway.h"
 #include "tensor/kernels/half-inl.h"
+#include "tensor/kernels/tail-inl.h"
 
 #include <cstring>
 
@@ -24,10 +25,8 @@ void ToHalf(const float* HWY_RESTRICT in, T* HWY_RESTRICT out, int64_t n) {
   int64_t i = 0;
   for (; i + L <= n; i += L) StoreHalf(d, hn::LoadU(d, in + i), out + i);
   if (i < n) {
-    HWY_ALIGN float fbuf[HWY_MAX_BYTES / sizeof(float)] = {};
     HWY_ALIGN T hbuf[HWY_MAX_BYTES / sizeof(float)];
-    std::memcpy(fbuf, in + i, size_t(n - i) * sizeof(float));
-    StoreHalf(d, hn::Load(d, fbuf), hbuf);
+    StoreHalf(d, LoadTail(d, in + i, size_t(n - i)), hbuf);
     std::memcpy(out + i, hbuf, size_t(n - i) * sizeof(T));
   }
 }
@@ -40,10 +39,8 @@ void FromHalf(const T* HWY_RESTRICT in, float* HWY_RESTRICT out, int64_t n) {
   for (; i + L <= n; i += L) hn::StoreU(LoadHalf(d, in + i), d, out + i);
   if (i < n) {
     HWY_ALIGN T hbuf[HWY_MAX_BYTES / sizeof(float)] = {};
-    HWY_ALIGN float fbuf[HWY_MAX_BYTES / sizeof(float)];
     std::memcpy(hbuf, in + i, size_t(n - i) * sizeof(T));
-    hn::Store(LoadHalf(d, hbuf), d, fbuf);
-    std::memcpy(out + i, fbuf, size_t(n - i) * sizeof(float));
+    StoreTail(LoadHalf(d, hbuf), d, out + i, size_t(n - i));
   }
 }
 
