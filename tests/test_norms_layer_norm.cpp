@@ -191,7 +191,7 @@ TEST(LayerNorm, LargeMeanSmallStdBackwardIsRightInF32) {
   // dweight by as much per row. (Centring with (x - saved mean) failed this test: dweight off by up to 3e-2
   // of its scale, dx by 1e-3. Measuring the row's offset from the shift, as the backward does, gives ~1e-6.)
   const int64_t rows = 8;
-  for (int64_t n : {1000, 1027}) {  // 1027: the SIMD tail too
+  for (int64_t n : {1000, 1027, 2053}) {  // 1027: the SIMD tail too; 2053: wide rows, four at a time
     Generator gen{uint64_t(n)};
     Tensor x = randn({rows, n}, gen, DType::f32, 1e4, 1e-2);
     Tensor w = randn({n}, gen, DType::f32, 1.0, 0.5), dy = randn({rows, n}, gen, DType::f32);
