@@ -172,6 +172,43 @@ TEST(RMSNorm, DeterministicAcrossThreadCounts) {
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(bitwise_equal(one[i], two[i])) << "output " << i;
 }
 
+TEST(RMSNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
+  // Rows wider than 2048 floats go through the kernels four at a time (w loaded once for four rows); the
+  // arithmetic per row is the one-row loop's, so the bits must be too. 5 rows: one group of four and one
+  // single row; against five one-row calls (dweight accumulates across calls, in the same row order).
+  const int targets = for_each_target([&] {
+    for (DType dt : {DType::f32, DType::f64}) {
+      const int64_t rows = 5, n = dt == DType::f32 ? 3001 : 1031;
+      Generator gen{uint64_t(n)};
+      Tensor x = randn({rows, n}, gen, dt), dy = randn({rows, n}, gen, dt), w = randn({n}, gen, dt);
+      auto both = [&]<typename T>() {
+        const T *px = x.data<T>(), *pdy = dy.data<T>(), *pw = w.data<T>();
+        std::vector<T> y4(static_cast<size_t>(rows * n)), y1(y4.size()), dx4(y4.size()), dx1(y4.size());
+        std::vector<T> rs4(static_cast<size_t>(rows)), rs1(rs4.size()), dw4(static_cast<size_t>(n), T(0)),
+            dw1(dw4.size(), T(0));
+        norms::rms_norm_forward_rows<T, T>(px, pw, y4.data(), rs4.data(), rows, n, T(1e-5));
+        norms::rms_norm_backward_rows<T, T>(pdy, px, pw, rs4.data(), dx4.data(), dw4.data(), rows, n);
+        for (int64_t r = 0; r < rows; ++r) {
+          norms::rms_norm_forward_rows<T, T>(px + r * n, pw, y1.data() + r * n, rs1.data() + r, 1, n,
+                                             T(1e-5));
+          norms::rms_norm_backward_rows<T, T>(pdy + r * n, px + r * n, pw, rs1.data() + r, dx1.data() + r * n,
+                                              dw1.data(), 1, n);
+        }
+        EXPECT_TRUE(y4 == y1) << dtype_name(dt);
+        EXPECT_TRUE(rs4 == rs1) << dtype_name(dt);
+        EXPECT_TRUE(dx4 == dx1) << dtype_name(dt);
+        EXPECT_TRUE(dw4 == dw1) << dtype_name(dt);
+      };
+      if (dt == DType::f32) {
+        both.template operator()<float>();
+      } else {
+        both.template operator()<double>();
+      }
+    }
+  });
+  EXPECT_GE(targets, 2);
+}
+
 TEST(RMSNorm, Errors) {
   Tensor x = randn({2, 16, 128});
   expect_error([&] { F::rms_norm(x, ones({64})); },

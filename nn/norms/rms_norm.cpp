@@ -205,6 +205,75 @@ void rms_norm_backward_reference(const T* dy, const T* x, const A* w, const A* r
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
+// Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows), for wide rows: the one-row loop's arithmetic
+// below, with each vector of w and dweight loaded (and stored) once for the kRows rows in pass 1 and w once
+// in pass 2. The rows' dweight updates are added in row order, so the bits are the one-row loop's.
+template <int kRows, typename T>
+HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
+                                           const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT rstd,
+                                           T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part, int64_t r0,
+                                           int64_t r1, int64_t n) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;
+  const size_t rest = size_t(n - n_main);
+  for (int64_t r = r0; r < r1; r += kRows) {
+    hn::Vec<D> vrs[kRows], sum_gx[kRows];
+    for (int k = 0; k < kRows; ++k) {
+      vrs[k] = hn::Set(d, rstd[r + k]);
+      sum_gx[k] = hn::Zero(d);
+    }
+    // pass 1 at columns [i, i + count) (tails zero-padded)
+    auto step1 = [&](int64_t i, size_t count) HWY_ATTR {
+      const bool full = count == size_t(L);
+      const auto wv = full ? hn::LoadU(d, w + i) : LoadTailA(d, w + i, count);
+      auto dwv =
+          dw_part ? (full ? hn::LoadU(d, dw_part + i) : LoadTailA(d, dw_part + i, count)) : hn::Zero(d);
+      for (int k = 0; k < kRows; ++k) {
+        const int64_t off = (r + k) * n + i;
+        const auto dyv = full ? LoadAs(d, dy + off) : Tail<D, T>(dy + off, count).load(d);
+        const auto xhat = hn::Mul(full ? LoadAs(d, x + off) : Tail<D, T>(x + off, count).load(d), vrs[k]);
+        sum_gx[k] = hn::MulAdd(hn::Mul(dyv, wv), xhat, sum_gx[k]);
+        dwv = hn::MulAdd(dyv, xhat, dwv);
+      }
+      if (dw_part) {
+        if (full) {
+          hn::StoreU(dwv, d, dw_part + i);
+        } else {
+          StoreTailA(d, dwv, dw_part + i, count);
+        }
+      }
+    };
+    for (int64_t i = 0; i < n_main; i += L) step1(i, size_t(L));
+    if (rest) step1(n_main, rest);
+    if (!dx) continue;
+
+    // pass 2
+    hn::Vec<D> k2[kRows];
+    for (int k = 0; k < kRows; ++k) k2[k] = hn::Set(d, -rstd[r + k] * (ReduceSum(d, sum_gx[k]) / A(n)));
+    auto step2 = [&](int64_t i, size_t count) HWY_ATTR {
+      const bool full = count == size_t(L);
+      const auto wv = full ? hn::LoadU(d, w + i) : LoadTailA(d, w + i, count);
+      for (int k = 0; k < kRows; ++k) {
+        const int64_t off = (r + k) * n + i;
+        const auto g = hn::Mul(full ? LoadAs(d, dy + off) : Tail<D, T>(dy + off, count).load(d), wv);
+        const auto xhat = hn::Mul(full ? LoadAs(d, x + off) : Tail<D, T>(x + off, count).load(d), vrs[k]);
+        const auto out = hn::MulAdd(g, vrs[k], hn::Mul(xhat, k2[k]));
+        if (full) {
+          StoreAs(d, out, dx + off);
+        } else {
+          Tail<D, T> dx_tail(count);
+          dx_tail.store(d, out, dx + off);
+        }
+      }
+    };
+    for (int64_t i = 0; i < n_main; i += L) step2(i, size_t(L));
+    if (rest) step2(n_main, rest);
+  }
+}
+
 template <typename T>
 void RMSNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                          const AccT<T>* HWY_RESTRICT rstd, T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part,
@@ -216,7 +285,14 @@ void RMSNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, cons
   const int64_t n_main = n - n % L;
   const size_t rest = size_t(n - n_main);
 
-  for (int64_t r = r0; r < r1; ++r) {
+  int64_t r = r0;
+  // Wide f32 / f64 rows (w and dweight past half the L1: n > 2048 in f32) four at a time, as in LayerNorm's
+  // backward (layer_norm.cpp), and for the same reason.
+  if (sizeof(T) == sizeof(A) && int64_t(2 * sizeof(A)) * n > 16384) {
+    r = r0 + (r1 - r0) / 4 * 4;
+    RMSNormBackwardRowGroups<4>(dy, x, w, rstd, dx, dw_part, r0, r, n);
+  }
+  for (; r < r1; ++r) {
     const T* HWY_RESTRICT xr = x + r * n;
     const T* HWY_RESTRICT dyr = dy + r * n;
     const A rs = rstd[r];
