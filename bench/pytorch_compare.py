@@ -47,6 +47,8 @@ def parse_args():
     p.add_argument("--min-time", type=float, default=0.3, help="seconds of repetitions per entry")
     p.add_argument("--json", action="store_true", help="JSON lines on stdout, the table on stderr")
     p.add_argument("--quick", action="store_true", help="one shape per kind")
+    p.add_argument("--filter", default="",
+                   help="comma-separated substrings, as normgrad_bench's: compare only entries whose name has one")
     p.add_argument("--rounds", type=int, default=1,
                    help="run both sides this many times, alternating, and keep each side's best (a shared "
                         "machine has slow phases of seconds to minutes; alternating gives both the same odds)")
@@ -339,6 +341,11 @@ def run_normgrad(names):
 
 def main():
     table = entries()
+    if ARGS.filter:
+        wanted = [w for w in ARGS.filter.split(",") if w]
+        table = [(n, v) for n, v in table if any(w in n for w in wanted)]
+        if not table:
+            sys.exit(f"pytorch_compare: no entry matches --filter {ARGS.filter}")
     names = [n for n, _ in table]
     say = (lambda s: print(s, file=sys.stderr)) if ARGS.json else print
     say(f"PyTorch {torch.__version__} (CPU capability {torch.backends.cpu.get_cpu_capability()}, "

@@ -694,26 +694,35 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
                             cm2.data() + k * C);
         }
       });
-      // Chan's merge, chunk after chunk; the chunk-only factors are hoisted out of the channel loop.
-      std::vector<double> mu(static_cast<size_t>(C), 0.0), m2(static_cast<size_t>(C), 0.0);
+      // Chan's merge, chunk after chunk, per channel; the chunk-only factors are computed once. The channels
+      // are independent, so they are merged in parallel blocks (the same operations in the same order for
+      // each channel, whatever the thread count). On one thread the merge alone takes about 0.1 ms at
+      // 1024 x 4096 (64 chunks x 4096 channels, timed by itself), 5-10% of the forward at 2 threads.
+      std::vector<double> frac(static_cast<size_t>(chunks.count)), corr(frac.size());
       double count = 0;
       for (int64_t k = 0; k < chunks.count; ++k) {
         const double nb = double((std::min(N, (k + 1) * chunks.grain) - k * chunks.grain) * S);
         const double total = count + nb;
-        const double frac = nb / total, corr = count * nb / total;
-        const double* mb = cmean.data() + k * C;
-        const double* m2b = cm2.data() + k * C;
-        for (int64_t c = 0; c < C; ++c) {
-          const double delta = mb[c] - mu[c];
-          mu[c] += delta * frac;
-          m2[c] += m2b[c] + delta * delta * corr;
-        }
+        frac[k] = nb / total;
+        corr[k] = count * nb / total;
         count = total;
       }
-      for (int64_t c = 0; c < C; ++c) {
-        mean[c] = mu[c];
-        var[c] = m2[c] / count;
-      }
+      parallel_for(C, 512, [&](int64_t c0, int64_t c1) {
+        std::vector<double> mu(static_cast<size_t>(c1 - c0), 0.0), m2(mu.size(), 0.0);
+        for (int64_t k = 0; k < chunks.count; ++k) {
+          const double* mb = cmean.data() + k * C + c0;
+          const double* m2b = cm2.data() + k * C + c0;
+          for (int64_t c = 0; c < c1 - c0; ++c) {
+            const double delta = mb[c] - mu[c];
+            mu[c] += delta * frac[k];
+            m2[c] += m2b[c] + delta * delta * corr[k];
+          }
+        }
+        for (int64_t c = 0; c < c1 - c0; ++c) {
+          mean[c0 + c] = mu[c];
+          var[c0 + c] = m2[c] / count;
+        }
+      });
     }
 
     // output: per channel scale = rstd * w, y = ((x - mean_hi) - mean_lo) * scale + b
