@@ -246,9 +246,10 @@ TEST(BatchNorm, FastMatchesReferenceOnEveryTarget) {
   const int targets = for_each_target([&] {
     // {5, 1100}, {3, 2049}, {9, 1500}: (N, C) with C > 1024, the statistics in register blocks of channels,
     // plus channels left over for the array loop (batch_norm.cpp, BatchNormMomentsChunk); the output and dx
-    // loops take wide rows 4, 2 and 1 samples per walk (9 = 4 + 4 + 1, 3 = 2 + 1, 5 = 4 + 1).
+    // loops take wide rows 4, 2 and 1 samples per walk (9 = 4 + 4 + 1, 3 = 2 + 1, 5 = 4 + 1). {130, 1030}:
+    // wide rows in chunks of 64 samples (64 + 64 + 2), merged.
     std::vector<Shape> shapes = {{7, 3},       {9, 17}, {2, 33},   {4, 5, 1}, {3, 4, 7}, {2, 3, 19},
-                                 {2, 2, 4, 5}, {65, 8}, {5, 1100}, {3, 2049}, {9, 1500}};
+                                 {2, 2, 4, 5}, {65, 8}, {5, 1100}, {3, 2049}, {9, 1500}, {130, 1030}};
     for (const Shape& shape : shapes) {
       const int64_t N = shape[0], C = shape[1], S = numel(shape) / (N * C);
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {

@@ -679,7 +679,16 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
       batch_norm_forward_reference<T, A>(px, pw, pb, py, pmean_in, pvar_in, mean, var, prstd, N, C, S, eps);
       return;
     }
-    const RowChunks chunks = row_chunks(N, C * S);
+    RowChunks chunks = row_chunks(N, C * S);
+    // Wide (N, C) rows take the statistics' register-block path (BatchNormMomentsChunk), which walks the
+    // chunk one column block at a time with that block (rows x 256 bytes) in L1, so a chunk need not fit
+    // the L2: at least 64 samples per chunk there. Each chunk ends with per-channel work (the float ->
+    // double results, 16 bytes of partials per channel, Chan's merge), which with the default 16 samples
+    // per chunk at 1024 x 4096 was a quarter of a sample's cost again.
+    if (S == 1 && int64_t(4 * sizeof(A)) * C > 16384 && chunks.grain < 64) {
+      chunks.grain = std::min<int64_t>(N, 64);
+      chunks.count = (N + chunks.grain - 1) / chunks.grain;
+    }
 
     // statistics: the given ones, or per-chunk moments merged in chunk order (Chan et al.)
     if (pmean_in) {
@@ -776,7 +785,13 @@ NormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
     const bool need_sums = need_dweight || need_dbias || (need_dx && batch_stats);
     std::vector<A> sdy(static_cast<size_t>(C), A(0)), sdyx(static_cast<size_t>(C), A(0));
     if (need_sums) {
-      const RowChunks chunks = row_chunks(N, C * S);
+      RowChunks chunks = row_chunks(N, C * S);
+      // Wide rows: the register-block path of BatchNormBackwardSumsRows, at least 64 samples per chunk, for
+      // the forward's reason (fewer partial rows to write and reduce).
+      if (S == 1 && int64_t(5 * sizeof(A)) * C > 20480 && chunks.grain < 64) {
+        chunks.grain = std::min<int64_t>(N, 64);
+        chunks.count = (N + chunks.grain - 1) / chunks.grain;
+      }
       std::vector<A> part_dy(size_t(chunks.count * C), A(0)), part_dyx(size_t(chunks.count * C), A(0));
       parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
         for (int64_t k = c0; k < c1; ++k) {
