@@ -104,12 +104,6 @@ HWY_INLINE hn::TFromD<D> SumSegment(D d, const T* HWY_RESTRICT p, int64_t len, c
   return ReduceSum(d, acc);
 }
 
-// Load cnt (<= Lanes) A values: a full vector, or a zero-padded tail.
-template <class D>
-HWY_INLINE hn::Vec<D> LoadA(D d, const hn::TFromD<D>* HWY_RESTRICT p, size_t cnt) {
-  return cnt == hn::Lanes(d) ? hn::LoadU(d, p) : LoadTailA(d, p, cnt);
-}
-
 // R consecutive samples of an (N, stride) input, channels [0, C) from row (the first sample's) on:
 //   acc[c] += (f(x_0c) + f(x_1c)) + (f(x_2c) + f(x_3c))   (R = 4; R = 2: f(x_0c) + f(x_1c); R = 1: f(x_0c))
 // for every channel c, vectors across channels. f(v, c, cnt) gets the vector of channels [c, c + cnt).
@@ -120,10 +114,7 @@ HWY_INLINE void AccumulateAcross(D d, const T* HWY_RESTRICT row, int64_t stride,
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t c_main = C - C % L;
   auto sum_rows = [&](int64_t c, size_t cnt) {
-    auto v = [&](int k) {
-      return cnt == size_t(L) ? f(LoadAs(d, row + k * stride + c), c, cnt)
-                              : f(Tail<D, T>(row + k * stride + c, cnt).load(d), c, cnt);
-    };
+    auto v = [&](int k) { return f(LoadAsN(d, row + k * stride + c, cnt), c, cnt); };
     if constexpr (R == 4) return hn::Add(hn::Add(v(0), v(1)), hn::Add(v(2), v(3)));
     if constexpr (R == 2) return hn::Add(v(0), v(1));
     if constexpr (R == 1) return v(0);
@@ -225,13 +216,13 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
     AccumulateAcross<1>(d, first, C, Cr, K.data(), [&](hn::Vec<D> v, int64_t, size_t) { return v; });
     // pass A: acc_c = sum_n (x_nc - K_c)
     AccumulateSamples(d, x + cb, n0, n1, C, Cr, acc.data(), [&](hn::Vec<D> v, int64_t c, size_t cnt) {
-      return hn::Sub(v, LoadA(d, K.data() + c, cnt));
+      return hn::Sub(v, LoadAN(d, K.data() + c, cnt));
     });
     std::vector<A> dmean(static_cast<size_t>(Cr)), m2(static_cast<size_t>(Cr), A(0));
     for (int64_t c = 0; c < Cr; ++c) dmean[c] = acc[c] / count;
     // pass B: m2_c = sum_n ((x_nc - K_c) - dmean_c)^2
     AccumulateSamples(d, x + cb, n0, n1, C, Cr, m2.data(), [&](hn::Vec<D> v, int64_t c, size_t cnt) {
-      const auto t = hn::Sub(hn::Sub(v, LoadA(d, K.data() + c, cnt)), LoadA(d, dmean.data() + c, cnt));
+      const auto t = hn::Sub(hn::Sub(v, LoadAN(d, K.data() + c, cnt)), LoadAN(d, dmean.data() + c, cnt));
       return hn::Mul(t, t);
     });
     for (int64_t c = 0; c < Cr; ++c) {
@@ -277,27 +268,17 @@ void BatchNormApplyRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n0, 
     // R samples from n per walk over the channels: each per-channel constant loaded serves R vectors.
     const int64_t c_main = C - C % L;
     auto rows = [&]<int R>(int64_t n) {
-      auto one = [&](const auto& vmh, const auto& vml, const auto& vsc, const auto& vb, int64_t c,
-                     size_t cnt) {
+      auto block = [&](int64_t c, size_t cnt) {
+        const auto vmh = LoadAN(d, mh + c, cnt), vml = LoadAN(d, ml + c, cnt), vsc = LoadAN(d, sc + c, cnt),
+                   vb = LoadAN(d, b + c, cnt);
         for (int k = 0; k < R; ++k) {
-          const T* HWY_RESTRICT xr = x + (n + k) * C + c;
-          T* HWY_RESTRICT yr = y + (n + k) * C + c;
-          if (cnt == size_t(L)) {
-            StoreAs(d, hn::MulAdd(hn::Sub(hn::Sub(LoadAs(d, xr), vmh), vml), vsc, vb), yr);
-          } else {
-            Tail<D, T> out(cnt);
-            out.store(d, hn::MulAdd(hn::Sub(hn::Sub(Tail<D, T>(xr, cnt).load(d), vmh), vml), vsc, vb), yr);
-          }
+          const int64_t off = (n + k) * C + c;
+          StoreAsN(d, hn::MulAdd(hn::Sub(hn::Sub(LoadAsN(d, x + off, cnt), vmh), vml), vsc, vb), y + off,
+                   cnt);
         }
       };
-      for (int64_t c = 0; c < c_main; c += L)
-        one(hn::LoadU(d, mh + c), hn::LoadU(d, ml + c), hn::LoadU(d, sc + c), hn::LoadU(d, b + c), c,
-            size_t(L));
-      if (c_main < C) {
-        const size_t r = size_t(C - c_main);
-        one(LoadTailA(d, mh + c_main, r), LoadTailA(d, ml + c_main, r), LoadTailA(d, sc + c_main, r),
-            LoadTailA(d, b + c_main, r), c_main, r);
-      }
+      for (int64_t c = 0; c < c_main; c += L) block(c, size_t(L));
+      if (c_main < C) block(c_main, size_t(C - c_main));
     };
     // The four arrays are reloaded for every walk. While they fit half the L1 that is cheap; wider (64 KiB at
     // C = 4096 in f32) they come from the L2 each time, and one sample per walk measured (1 thread, AMD Zen
@@ -520,21 +501,13 @@ void BatchNormBackwardDxRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, 
     const int64_t c_main = C - C % L;
     auto rows = [&]<int R>(int64_t n) {
       auto block = [&](int64_t c, size_t cnt) {
-        const bool full = cnt == size_t(L);
-        auto get = [&](const A* p) { return full ? hn::LoadU(d, p + c) : LoadTailA(d, p + c, cnt); };
+        auto get = [&](const A* p) { return LoadAN(d, p + c, cnt); };
         const auto vmh = get(mh), vml = get(ml), vrs = get(rs), vk1 = get(k1), vk2 = get(k2), vk3 = get(k3);
         for (int k = 0; k < R; ++k) {
           const int64_t off = (n + k) * C + c;
-          if (full) {
-            StoreAs(d, dx_of(LoadAs(d, dy + off), LoadAs(d, x + off), vmh, vml, vrs, vk1, vk2, vk3),
-                    dx + off);
-          } else {
-            Tail<D, T> out(cnt);
-            out.store(d,
-                      dx_of(Tail<D, T>(dy + off, cnt).load(d), Tail<D, T>(x + off, cnt).load(d), vmh, vml,
-                            vrs, vk1, vk2, vk3),
-                      dx + off);
-          }
+          StoreAsN(d,
+                   dx_of(LoadAsN(d, dy + off, cnt), LoadAsN(d, x + off, cnt), vmh, vml, vrs, vk1, vk2, vk3),
+                   dx + off, cnt);
         }
       };
       for (int64_t c = 0; c < c_main; c += L) block(c, size_t(L));

@@ -384,14 +384,12 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
     // pass 1 at columns [i, i + count)
     auto step1 = [&](int64_t i, size_t count) HWY_ATTR {
       const bool full = count == size_t(L);
-      auto load_a = [&](const A* p) { return full ? hn::LoadU(d, p + i) : LoadTailA(d, p + i, count); };
-      const auto wv = load_a(w);
-      auto dwv = dw_part ? load_a(dw_part) : hn::Zero(d);
-      auto dbv = db_part ? load_a(db_part) : hn::Zero(d);
+      const auto wv = LoadAN(d, w + i, count);
+      auto dwv = dw_part ? LoadAN(d, dw_part + i, count) : hn::Zero(d);
+      auto dbv = db_part ? LoadAN(d, db_part + i, count) : hn::Zero(d);
       for (int k = 0; k < kRows; ++k) {
         const int64_t off = (r + k) * n + i;
-        const auto xv = full ? LoadAs(d, x + off) : Tail<D, T>(x + off, count).load(d);
-        const auto dyv = full ? LoadAs(d, dy + off) : Tail<D, T>(dy + off, count).load(d);
+        const auto xv = LoadAsN(d, x + off, count), dyv = LoadAsN(d, dy + off, count);
         const auto c = full ? hn::Sub(xv, vs[k]) : hn::IfThenElseZero(tail_mask, hn::Sub(xv, vs[k]));
         const auto g = hn::Mul(dyv, wv);
         sum_c[k] = hn::Add(sum_c[k], c);
@@ -400,13 +398,8 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
         dwv = hn::MulAdd(dyv, hn::Mul(c, vrs[k]), dwv);
         dbv = hn::Add(dyv, dbv);
       }
-      if (full) {
-        if (dw_part) hn::StoreU(dwv, d, dw_part + i);
-        if (db_part) hn::StoreU(dbv, d, db_part + i);
-      } else {
-        if (dw_part) StoreTailA(d, dwv, dw_part + i, count);
-        if (db_part) StoreTailA(d, dbv, db_part + i, count);
-      }
+      if (dw_part) StoreAN(d, dwv, dw_part + i, count);
+      if (db_part) StoreAN(d, dbv, db_part + i, count);
     };
     for (int64_t i = 0; i < n_main; i += L) {
       for (int k = 0; k < kRows; ++k) {
@@ -442,21 +435,12 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
 
     // pass 2 at columns [i, i + count)
     auto step2 = [&](int64_t i, size_t count) HWY_ATTR {
-      const bool full = count == size_t(L);
-      const auto wv = full ? hn::LoadU(d, w + i) : LoadTailA(d, w + i, count);
+      const auto wv = LoadAN(d, w + i, count);
       for (int k = 0; k < kRows; ++k) {
         const int64_t off = (r + k) * n + i;
-        const auto xv = full ? LoadAs(d, x + off) : Tail<D, T>(x + off, count).load(d);
-        const auto dyv = full ? LoadAs(d, dy + off) : Tail<D, T>(dy + off, count).load(d);
-        const auto xhat = hn::MulAdd(hn::Sub(xv, vs[k]), vrs[k], vdr[k]);
-        const auto g = hn::Mul(dyv, wv);
-        const auto out = hn::MulAdd(g, vrs[k], hn::MulAdd(xhat, k3[k], term2[k]));
-        if (full) {
-          StoreAs(d, out, dx + off);
-        } else {
-          Tail<D, T> dx_tail(count);
-          dx_tail.store(d, out, dx + off);
-        }
+        const auto xhat = hn::MulAdd(hn::Sub(LoadAsN(d, x + off, count), vs[k]), vrs[k], vdr[k]);
+        const auto g = hn::Mul(LoadAsN(d, dy + off, count), wv);
+        StoreAsN(d, hn::MulAdd(g, vrs[k], hn::MulAdd(xhat, k3[k], term2[k])), dx + off, count);
       }
     };
     for (int64_t i = 0; i < n_main; i += L) step2(i, size_t(L));

@@ -83,6 +83,35 @@ HWY_INLINE void StoreTailA(D d, hn::Vec<D> v, hn::TFromD<D>* HWY_RESTRICT p, siz
   std::memcpy(p, buf, count * sizeof(hn::TFromD<D>));
 }
 
+// cnt (<= Lanes) elements at p, for loops whose last step may be a tail: a full vector when cnt == Lanes,
+// else through a zero-padded buffer. LoadAsN: storage type T read as A; StoreAsN: A written as T;
+// LoadAN: an A-typed array (weights, per-channel constants, partial sums).
+template <class D, typename T>
+HWY_INLINE hn::Vec<D> LoadAsN(D d, const T* HWY_RESTRICT p, size_t cnt) {
+  return cnt == hn::Lanes(d) ? LoadAs(d, p) : Tail<D, T>(p, cnt).load(d);
+}
+template <class D, typename T>
+HWY_INLINE void StoreAsN(D d, hn::Vec<D> v, T* HWY_RESTRICT p, size_t cnt) {
+  if (cnt == hn::Lanes(d)) {
+    StoreAs(d, v, p);
+  } else {
+    Tail<D, T> out(cnt);
+    out.store(d, v, p);
+  }
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadAN(D d, const hn::TFromD<D>* HWY_RESTRICT p, size_t cnt) {
+  return cnt == hn::Lanes(d) ? hn::LoadU(d, p) : LoadTailA(d, p, cnt);
+}
+template <class D>
+HWY_INLINE void StoreAN(D d, hn::Vec<D> v, hn::TFromD<D>* HWY_RESTRICT p, size_t cnt) {
+  if (cnt == hn::Lanes(d)) {
+    hn::StoreU(v, d, p);
+  } else {
+    StoreTailA(d, v, p, cnt);
+  }
+}
+
 // Software prefetch one page ahead, for the pass that first reads a row from memory.
 //
 // Why: a row kernel reads the row once from L3/DRAM (pass 1) and then works on it in L1 (passes 2, 3), so the

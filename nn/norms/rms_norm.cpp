@@ -227,24 +227,16 @@ HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HW
     }
     // pass 1 at columns [i, i + count) (tails zero-padded)
     auto step1 = [&](int64_t i, size_t count) HWY_ATTR {
-      const bool full = count == size_t(L);
-      const auto wv = full ? hn::LoadU(d, w + i) : LoadTailA(d, w + i, count);
-      auto dwv =
-          dw_part ? (full ? hn::LoadU(d, dw_part + i) : LoadTailA(d, dw_part + i, count)) : hn::Zero(d);
+      const auto wv = LoadAN(d, w + i, count);
+      auto dwv = dw_part ? LoadAN(d, dw_part + i, count) : hn::Zero(d);
       for (int k = 0; k < kRows; ++k) {
         const int64_t off = (r + k) * n + i;
-        const auto dyv = full ? LoadAs(d, dy + off) : Tail<D, T>(dy + off, count).load(d);
-        const auto xhat = hn::Mul(full ? LoadAs(d, x + off) : Tail<D, T>(x + off, count).load(d), vrs[k]);
+        const auto dyv = LoadAsN(d, dy + off, count);
+        const auto xhat = hn::Mul(LoadAsN(d, x + off, count), vrs[k]);
         sum_gx[k] = hn::MulAdd(hn::Mul(dyv, wv), xhat, sum_gx[k]);
         dwv = hn::MulAdd(dyv, xhat, dwv);
       }
-      if (dw_part) {
-        if (full) {
-          hn::StoreU(dwv, d, dw_part + i);
-        } else {
-          StoreTailA(d, dwv, dw_part + i, count);
-        }
-      }
+      if (dw_part) StoreAN(d, dwv, dw_part + i, count);
     };
     for (int64_t i = 0; i < n_main; i += L) step1(i, size_t(L));
     if (rest) step1(n_main, rest);
@@ -254,19 +246,12 @@ HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HW
     hn::Vec<D> k2[kRows];
     for (int k = 0; k < kRows; ++k) k2[k] = hn::Set(d, -rstd[r + k] * (ReduceSum(d, sum_gx[k]) / A(n)));
     auto step2 = [&](int64_t i, size_t count) HWY_ATTR {
-      const bool full = count == size_t(L);
-      const auto wv = full ? hn::LoadU(d, w + i) : LoadTailA(d, w + i, count);
+      const auto wv = LoadAN(d, w + i, count);
       for (int k = 0; k < kRows; ++k) {
         const int64_t off = (r + k) * n + i;
-        const auto g = hn::Mul(full ? LoadAs(d, dy + off) : Tail<D, T>(dy + off, count).load(d), wv);
-        const auto xhat = hn::Mul(full ? LoadAs(d, x + off) : Tail<D, T>(x + off, count).load(d), vrs[k]);
-        const auto out = hn::MulAdd(g, vrs[k], hn::Mul(xhat, k2[k]));
-        if (full) {
-          StoreAs(d, out, dx + off);
-        } else {
-          Tail<D, T> dx_tail(count);
-          dx_tail.store(d, out, dx + off);
-        }
+        const auto g = hn::Mul(LoadAsN(d, dy + off, count), wv);
+        const auto xhat = hn::Mul(LoadAsN(d, x + off, count), vrs[k]);
+        StoreAsN(d, hn::MulAdd(g, vrs[k], hn::Mul(xhat, k2[k])), dx + off, count);
       }
     };
     for (int64_t i = 0; i < n_main; i += L) step2(i, size_t(L));
