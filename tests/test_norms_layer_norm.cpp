@@ -326,11 +326,11 @@ TEST(LayerNorm, DeterministicAcrossThreadCounts) {
 
 TEST(LayerNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // Rows wider than 2048 floats go through the kernels four at a time (w, b, dweight, dbias loaded once for
-  // four rows); the arithmetic per row is the one-row loop's, so the bits must be too. The one exception is
-  // dweight: a row whose offset from the saved mean needs dweight's second part (fix_dw, which the summation
-  // noise of a 3001-wide row can trigger even at mean 0) adds it after its group's first pass, not before
-  // the next row's, so dweight is compared to rounding. 5 rows: one group and one single row, against five
-  // one-row calls (dweight and dbias accumulate in the same row order).
+  // four rows); the arithmetic per row is that of one row at a time, so the bits must be too. The one
+  // exception is dweight: a row whose offset from the saved mean needs dweight's second part (fix_dw, which
+  // the summation noise of a 3001-wide row can trigger even at mean 0) adds it after its group's first pass,
+  // not before the next row's, so dweight is compared to rounding. 5 rows: one group and one single row,
+  // against five one-row calls (dweight and dbias accumulate in the same row order).
   const int targets = for_each_target([&] {
     for (DType dt : {DType::f32, DType::f64}) {
       const int64_t rows = 5, n = dt == DType::f32 ? 3001 : 1031;

@@ -174,8 +174,8 @@ TEST(RMSNorm, DeterministicAcrossThreadCounts) {
 
 TEST(RMSNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // Rows wider than 2048 floats go through the kernels four at a time (w loaded once for four rows); the
-  // arithmetic per row is the one-row loop's, so the bits must be too. 5 rows: one group of four and one
-  // single row; against five one-row calls (dweight accumulates across calls, in the same row order).
+  // arithmetic per row is that of one row at a time, so the bits must be too. 5 rows: one group of four and
+  // one single row; against five one-row calls (dweight accumulates across calls, in the same row order).
   const int targets = for_each_target([&] {
     for (DType dt : {DType::f32, DType::f64}) {
       const int64_t rows = 5, n = dt == DType::f32 ? 3001 : 1031;

@@ -38,6 +38,40 @@
 #include "tensor/device_kernels.h"
 #include "tensor/ops/elementwise.h"
 
+// Where the (N, C) kernels switch to their wide-row forms: when the per-channel arrays a loop reads with
+// every sample would crowd a 32 KiB L1. `acc` is the size of the compute type. Defined once (this file is
+// compiled once per SIMD target) and used both by the kernels and by the chunking in batch_norm_forward and
+// batch_norm_backward, which must agree with them.
+#ifndef NG_BATCH_NORM_WIDE_ROWS_
+#define NG_BATCH_NORM_WIDE_ROWS_
+namespace ng::norms {
+// The statistics and the output pass: four arrays past half the L1 (C > 1024 in f32).
+constexpr bool bn_stats_wide(int64_t C, size_t acc) {
+  return int64_t(4 * acc) * C > 16384;
+}
+// The backward's sums: five arrays past 20 KiB.
+constexpr bool bn_sums_wide(int64_t C, size_t acc) {
+  return int64_t(5 * acc) * C > 20480;
+}
+// The dx pass: six arrays past the whole L1 (measured: at 24 KiB, C = 1024, grouping gained nothing).
+constexpr bool bn_dx_wide(int64_t C, size_t acc) {
+  return int64_t(6 * acc) * C > 32768;
+}
+// The fixed chunks of samples for the statistics and the backward's sums. On the wide path (register blocks
+// of channels, only a column block of the chunk in L1), a chunk need not fit the L2, so it takes at least 64
+// samples: each chunk ends with per-channel work (float -> double results, partial rows, the merge), which
+// at 1024 x 4096 with the default 16 samples per chunk was a quarter of a sample's cost again.
+inline RowChunks bn_chunks(int64_t N, int64_t C, int64_t S, bool wide) {
+  RowChunks chunks = row_chunks(N, C * S);
+  if (S == 1 && wide && chunks.grain < 64) {
+    chunks.grain = std::min<int64_t>(N, 64);
+    chunks.count = (N + chunks.grain - 1) / chunks.grain;
+  }
+  return chunks;
+}
+}  // namespace ng::norms
+#endif
+
 #if HWY_ONCE
 namespace ng::norms {
 
@@ -163,7 +197,7 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
     // ms at 16384 x 256. So the blocks are used only where the four arrays would not fit half of a 32 KiB
     // L1 (C > 1024 in f32).
     constexpr int64_t kBlock = 4;
-    const bool arrays_fit_l1 = int64_t(4 * sizeof(A)) * C <= 16384;
+    const bool arrays_fit_l1 = !bn_stats_wide(C, sizeof(A));
     const int64_t L = int64_t(hn::Lanes(d));
     const auto vcount = hn::Set(d, count);
     constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(A);
@@ -283,7 +317,7 @@ void BatchNormApplyRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n0, 
     // The four arrays are reloaded for every walk. While they fit half the L1 that is cheap; wider (64 KiB at
     // C = 4096 in f32) they come from the L2 each time, and one sample per walk measured (1 thread, AMD Zen
     // 4, eval forward = this loop alone) 2.1-2.5 ms at 1024 x 4096 against 1.1 ms at 4096 x 1024.
-    const bool wide = int64_t(4 * sizeof(A)) * C > 16384;
+    const bool wide = bn_stats_wide(C, sizeof(A));
     int64_t n = n0;
     if (wide) {
       for (; n + 4 <= n1; n += 4) rows.template operator()<4>(n);
@@ -402,7 +436,7 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
     // on 1 thread, 3.2-3.7 -> 3.1-3.2 ms on 2.
     constexpr int64_t kBlock = 4;
     int64_t cb = 0;
-    if (int64_t(5 * sizeof(A)) * C > 20480) {
+    if (bn_sums_wide(C, sizeof(A))) {
       for (; cb + kBlock * L <= C; cb += kBlock * L) {
         hn::Vec<D> vmh[kBlock], vml[kBlock], vrs[kBlock], a_dy[kBlock], a_dyx[kBlock];
         for (int64_t j = 0; j < kBlock; ++j) {
@@ -513,7 +547,7 @@ void BatchNormBackwardDxRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, 
       for (int64_t c = 0; c < c_main; c += L) block(c, size_t(L));
       if (c_main < C) block(c_main, size_t(C - c_main));
     };
-    const bool wide = int64_t(6 * sizeof(A)) * C > 32768;  // measured: at 24 KiB (C = 1024) no gain
+    const bool wide = bn_dx_wide(C, sizeof(A));
     int64_t n = n0;
     if (wide) {
       for (; n + 4 <= n1; n += 4) rows.template operator()<4>(n);
@@ -652,16 +686,7 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
       batch_norm_forward_reference<T, A>(px, pw, pb, py, pmean_in, pvar_in, mean, var, prstd, N, C, S, eps);
       return;
     }
-    RowChunks chunks = row_chunks(N, C * S);
-    // Wide (N, C) rows take the statistics' register-block path (BatchNormMomentsChunk), which walks the
-    // chunk one column block at a time with that block (rows x 256 bytes) in L1, so a chunk need not fit
-    // the L2: at least 64 samples per chunk there. Each chunk ends with per-channel work (the float ->
-    // double results, 16 bytes of partials per channel, Chan's merge), which with the default 16 samples
-    // per chunk at 1024 x 4096 was a quarter of a sample's cost again.
-    if (S == 1 && int64_t(4 * sizeof(A)) * C > 16384 && chunks.grain < 64) {
-      chunks.grain = std::min<int64_t>(N, 64);
-      chunks.count = (N + chunks.grain - 1) / chunks.grain;
-    }
+    const RowChunks chunks = bn_chunks(N, C, S, bn_stats_wide(C, sizeof(A)));
 
     // statistics: the given ones, or per-chunk moments merged in chunk order (Chan et al.)
     if (pmean_in) {
@@ -758,13 +783,7 @@ NormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
     const bool need_sums = need_dweight || need_dbias || (need_dx && batch_stats);
     std::vector<A> sdy(static_cast<size_t>(C), A(0)), sdyx(static_cast<size_t>(C), A(0));
     if (need_sums) {
-      RowChunks chunks = row_chunks(N, C * S);
-      // Wide rows: the register-block path of BatchNormBackwardSumsRows, at least 64 samples per chunk, for
-      // the forward's reason (fewer partial rows to write and reduce).
-      if (S == 1 && int64_t(5 * sizeof(A)) * C > 20480 && chunks.grain < 64) {
-        chunks.grain = std::min<int64_t>(N, 64);
-        chunks.count = (N + chunks.grain - 1) / chunks.grain;
-      }
+      const RowChunks chunks = bn_chunks(N, C, S, bn_sums_wide(C, sizeof(A)));
       std::vector<A> part_dy(size_t(chunks.count * C), A(0)), part_dyx(size_t(chunks.count * C), A(0));
       parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
         for (int64_t k = c0; k < c1; ++k) {

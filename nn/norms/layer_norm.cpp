@@ -354,17 +354,24 @@ void layer_norm_backward_reference(const T* dy, const T* x, const A* w, const A*
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
-// Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows), for wide rows: the same arithmetic as the
-// one-row loop above, but each vector of w, dweight and dbias is loaded (and stored) once for the kRows rows
-// in pass 1, and each vector of w once in pass 2. The rows' updates of dweight and dbias are added in row
-// order, as above; only a row whose offset d needs dweight's second part (fix_dw) adds it after the
-// group's pass 1 instead of before the next row's, so such a row's dweight can differ in the last bit.
+// Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows; kRows = 1 for ordinary rows, 4 for wide ones).
+// Per row, with s = the saved mean (a shift) and c = x - s:
+//   pass 1: sum c, sum g, sum g c (g = dy w); this chunk's partial dweight += dy * c * rstd, dbias += dy
+//   then:   d = sum c / n (the row's offset from s), the two means dx needs, and dweight's second part
+//           (-d * rstd * dy, in a loop of its own, only for a row where it matters: fix_dw)
+//   pass 2: xhat = c * rstd - d * rstd;  dx = g * rstd + (xhat * k3 + term2)
+// With kRows = 4 each vector of w, dweight and dbias is loaded (and stored) once for the four rows in pass
+// 1, and each vector of w once in pass 2. The rows' updates of dweight and dbias are added in row order;
+// only a row that needs fix_dw adds that part after its group's pass 1 instead of before the next row's,
+// so such a row's dweight can differ in the last bit from one row at a time. The tails are zero-padded:
+// there dy = 0, so g, g * c, dy * anything and dy add nothing; c = -s is not zero there, so sum c masks it.
+// prefetch: the page-ahead prefetch of x and dy in pass 1 (see LayerNormBackwardRows).
 template <int kRows, typename T>
 HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
                                              const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT mean,
                                              const AccT<T>* HWY_RESTRICT rstd, T* HWY_RESTRICT dx,
                                              AccT<T>* HWY_RESTRICT dw_part, AccT<T>* HWY_RESTRICT db_part,
-                                             int64_t r0, int64_t r1, int64_t n) {
+                                             int64_t r0, int64_t r1, int64_t n, bool prefetch) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
   const D d;
@@ -402,15 +409,17 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
       if (db_part) StoreAN(d, dbv, db_part + i, count);
     };
     for (int64_t i = 0; i < n_main; i += L) {
-      for (int k = 0; k < kRows; ++k) {
-        PrefetchAhead(x + (r + k) * n + i, x_end);
-        PrefetchAhead(dy + (r + k) * n + i, dy_end);
+      if (prefetch) {
+        for (int k = 0; k < kRows; ++k) {
+          PrefetchAhead(x + (r + k) * n + i, x_end);  // the rows come from memory: a page ahead
+          PrefetchAhead(dy + (r + k) * n + i, dy_end);
+        }
       }
       step1(i, size_t(L));
     }
     if (rest) step1(n_main, rest);
 
-    // between the passes, per row (as in the one-row loop)
+    // between the passes, per row
     hn::Vec<D> vdr[kRows], term2[kRows], k3[kRows];
     for (int k = 0; k < kRows; ++k) {
       const A rs = rstd[r + k];
@@ -454,15 +463,6 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
                            T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part, AccT<T>* HWY_RESTRICT db_part,
                            int64_t r0, int64_t r1, int64_t n) {
   using A = AccT<T>;
-  using D = hn::ScalableTag<A>;
-  const D d;
-  const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t n_main = n - n % L;
-  const size_t rest = size_t(n - n_main);
-  const auto tail_mask = hn::FirstN(d, rest);
-
-  const T* x_end = x + r1 * n;  // prefetches stay inside this chunk
-  const T* dy_end = dy + r1 * n;
   // The page-ahead prefetch (norm_simd-inl.h) only for long rows (8 KiB and up). Measured on AMD Zen 4,
   // f32, A/B of the whole backward in alternating runs: with short rows it reaches several rows ahead and
   // costs more than it brings (16384 x 256: 1.28 -> 0.93 ms without it at 2 threads, 2.6 -> 1.9 ms at 1;
@@ -470,83 +470,15 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   // -> 2.01 ms, 4.37 -> 4.26 ms), as it did on the Zen 5 machine where it was introduced.
   const bool prefetch = n * int64_t(sizeof(T)) >= 8192;
   int64_t r = r0;
-  // Wide f32 / f64 rows (w, dweight and dbias past the L1: n > 2048 in f32) four at a time; see
-  // LayerNormBackwardRowGroups above. Measured (AMD Zen 4, A/B in alternating runs), backward at 1024 x
-  // 4096: f32 2.1-2.3 -> 1.9-2.0 ms at 2 threads, 4.4-4.7 -> 3.5-3.6 ms at 1; but bf16 1.03-1.11 -> 1.32-1.37
-  // ms at 2 threads, so half-precision rows stay one at a time.
+  // Wide f32 / f64 rows (w, dweight and dbias past the L1: n > 2048 in f32) four at a time. Measured (AMD
+  // Zen 4, A/B in alternating runs), backward at 1024 x 4096: f32 2.1-2.3 -> 1.9-2.0 ms at 2 threads,
+  // 4.4-4.7 -> 3.5-3.6 ms at 1; but bf16 1.03-1.11 -> 1.32-1.37 ms at 2 threads, so half-precision rows stay
+  // one at a time.
   if (sizeof(T) == sizeof(A) && int64_t(3 * sizeof(A)) * n > 24576) {
     r = r0 + (r1 - r0) / 4 * 4;
-    LayerNormBackwardRowGroups<4>(dy, x, w, mean, rstd, dx, dw_part, db_part, r0, r, n);
+    LayerNormBackwardRowGroups<4>(dy, x, w, mean, rstd, dx, dw_part, db_part, r0, r, n, prefetch);
   }
-  for (; r < r1; ++r) {
-    const T* HWY_RESTRICT xr = x + r * n;
-    const T* HWY_RESTRICT dyr = dy + r * n;
-    const A rs = rstd[r];
-    const auto vs = hn::Set(d, mean[r]);  // the shift s
-    const auto vrs = hn::Set(d, rs);
-    // The tails are zero-padded: there dy = 0, so g, g * c, dy * anything and dy add nothing; c = -s is not
-    // zero there, so sum_c masks it.
-    const Tail<D, T> x_tail(xr + n_main, rest), dy_tail(dyr + n_main, rest);
-
-    // pass 1
-    auto sum_c = hn::Zero(d), sum_g = hn::Zero(d), sum_gc = hn::Zero(d);
-    auto step1 = [&](hn::Vec<D> c, hn::Vec<D> dyv, hn::Vec<D> wv, int64_t i, size_t count) {
-      const auto g = hn::Mul(dyv, wv);
-      sum_c = hn::Add(sum_c, c);
-      sum_g = hn::Add(sum_g, g);
-      sum_gc = hn::MulAdd(g, c, sum_gc);
-      const auto cr = hn::Mul(c, vrs);
-      if (count == size_t(L)) {
-        if (dw_part) hn::StoreU(hn::MulAdd(dyv, cr, hn::LoadU(d, dw_part + i)), d, dw_part + i);
-        if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + i)), d, db_part + i);
-      } else {
-        if (dw_part) StoreTailA(d, hn::MulAdd(dyv, cr, LoadTailA(d, dw_part + i, count)), dw_part + i, count);
-        if (db_part) StoreTailA(d, hn::Add(dyv, LoadTailA(d, db_part + i, count)), db_part + i, count);
-      }
-    };
-    for (int64_t i = 0; i < n_main; i += L) {
-      if (prefetch) {
-        PrefetchAhead(xr + i, x_end);  // the rows come from memory: a page ahead
-        PrefetchAhead(dyr + i, dy_end);
-      }
-      step1(hn::Sub(LoadAs(d, xr + i), vs), LoadAs(d, dyr + i), hn::LoadU(d, w + i), i, size_t(L));
-    }
-    if (rest)
-      step1(hn::IfThenElseZero(tail_mask, hn::Sub(x_tail.load(d), vs)), dy_tail.load(d),
-            LoadTailA(d, w + n_main, rest), n_main, rest);
-
-    // between the passes: the row's offset d = mean - s, and the two means dx needs
-    const A dmean = ReduceSum(d, sum_c) / A(n);
-    const A mean_g = ReduceSum(d, sum_g) / A(n);
-    const A mean_gx = rs * (ReduceSum(d, sum_gc) / A(n) - dmean * mean_g);
-    const auto vdr = hn::Set(d, -dmean * rs);     // -d * rstd: xhat = c * rstd - d * rstd
-    const auto term2 = hn::Set(d, -rs * mean_g);  // term 2: through the mean
-    const auto k3 = hn::Set(d, -rs * mean_gx);    // term 3: xhat * k3, through the variance
-    const bool fix_dw = dw_part && std::abs(dmean * rs) > std::numeric_limits<A>::epsilon() / 2;
-
-    // pass 2 (and, for a row that needs it, dweight's second part in a loop of its own, so that the dx loop
-    // of an ordinary row is as short as it can be)
-    if (fix_dw) {
-      for (int64_t i = 0; i < n_main; i += L)
-        hn::StoreU(hn::MulAdd(LoadAs(d, dyr + i), vdr, hn::LoadU(d, dw_part + i)), d, dw_part + i);
-      if (rest)
-        StoreTailA(d, hn::MulAdd(dy_tail.load(d), vdr, LoadTailA(d, dw_part + n_main, rest)),
-                   dw_part + n_main, rest);
-    }
-    if (!dx) continue;
-    T* HWY_RESTRICT dxr = dx + r * n;
-    auto dx_of = [&](hn::Vec<D> xv, hn::Vec<D> dyv, hn::Vec<D> wv) {
-      const auto xhat = hn::MulAdd(hn::Sub(xv, vs), vrs, vdr);  // c * rstd - d * rstd
-      const auto g = hn::Mul(dyv, wv);
-      return hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, term2));  // term 1 + term 3 + term 2
-    };
-    for (int64_t i = 0; i < n_main; i += L)
-      StoreAs(d, dx_of(LoadAs(d, xr + i), LoadAs(d, dyr + i), hn::LoadU(d, w + i)), dxr + i);
-    if (rest) {
-      Tail<D, T> dx_tail(rest);
-      dx_tail.store(d, dx_of(x_tail.load(d), dy_tail.load(d), LoadTailA(d, w + n_main, rest)), dxr + n_main);
-    }
-  }
+  LayerNormBackwardRowGroups<1>(dy, x, w, mean, rstd, dx, dw_part, db_part, r, r1, n, prefetch);
 }
 
 // Concrete, exportable instances (HWY_EXPORT needs plain functions).

@@ -114,7 +114,7 @@ HWY_INLINE void RMSNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RE
 }
 
 // Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows): pass 1 row by row, then one pass 2 for all
-// of them. Out of line, as LayerNorm's (layer_norm.cpp), so the one-row loop keeps its code.
+// of them. Out of line, as LayerNorm's (layer_norm.cpp), so the one-row forward loop keeps its code.
 template <int kRows, typename T>
 HWY_NOINLINE void RMSNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                           T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT rstd, int64_t r0,
@@ -205,9 +205,12 @@ void rms_norm_backward_reference(const T* dy, const T* x, const A* w, const A* r
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
-// Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows), for wide rows: the one-row loop's arithmetic
-// below, with each vector of w and dweight loaded (and stored) once for the kRows rows in pass 1 and w once
-// in pass 2. The rows' dweight updates are added in row order, so the bits are the one-row loop's.
+// Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows; kRows = 1 for ordinary rows, 4 for wide ones):
+//   pass 1: sum g xhat (g = dy w, xhat = x rstd); this chunk's partial dweight += dy * xhat
+//   pass 2: dx = g * rstd + xhat * (-rstd * mean(g xhat))
+// With kRows = 4 each vector of w and dweight is loaded (and stored) once for the four rows in pass 1, and
+// w once in pass 2. The rows' dweight updates are added in row order, so the bits are those of one row at
+// a time. The tails are zero-padded: they add nothing to the sums.
 template <int kRows, typename T>
 HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
                                            const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT rstd,
@@ -264,12 +267,6 @@ void RMSNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, cons
                          const AccT<T>* HWY_RESTRICT rstd, T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part,
                          int64_t r0, int64_t r1, int64_t n) {
   using A = AccT<T>;
-  using D = hn::ScalableTag<A>;
-  const D d;
-  const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t n_main = n - n % L;
-  const size_t rest = size_t(n - n_main);
-
   int64_t r = r0;
   // Wide f32 / f64 rows (w and dweight past half the L1: n > 2048 in f32) four at a time, as in LayerNorm's
   // backward (layer_norm.cpp), and for the same reason.
@@ -277,46 +274,7 @@ void RMSNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, cons
     r = r0 + (r1 - r0) / 4 * 4;
     RMSNormBackwardRowGroups<4>(dy, x, w, rstd, dx, dw_part, r0, r, n);
   }
-  for (; r < r1; ++r) {
-    const T* HWY_RESTRICT xr = x + r * n;
-    const T* HWY_RESTRICT dyr = dy + r * n;
-    const A rs = rstd[r];
-    const auto vrs = hn::Set(d, rs);
-    const Tail<D, T> x_tail(xr + n_main, rest), dy_tail(dyr + n_main, rest);  // zero-padded
-
-    // pass 1
-    auto sum_gx = hn::Zero(d);
-    for (int64_t i = 0; i < n_main; i += L) {
-      const auto dyv = LoadAs(d, dyr + i);
-      const auto xhat = hn::Mul(LoadAs(d, xr + i), vrs);
-      sum_gx = hn::MulAdd(hn::Mul(dyv, hn::LoadU(d, w + i)), xhat, sum_gx);
-      if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + i)), d, dw_part + i);
-    }
-    if (rest) {
-      const auto dyv = dy_tail.load(d);
-      const auto xhat = hn::Mul(x_tail.load(d), vrs);
-      sum_gx = hn::MulAdd(hn::Mul(dyv, LoadTailA(d, w + n_main, rest)), xhat, sum_gx);
-      if (dw_part)
-        StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, dw_part + n_main, rest)), dw_part + n_main, rest);
-    }
-    if (!dx) continue;
-
-    // pass 2
-    const A mean_gx = ReduceSum(d, sum_gx) / A(n);
-    const auto k2 = hn::Set(d, -rs * mean_gx);  // term 2 = xhat * k2
-    T* HWY_RESTRICT dxr = dx + r * n;
-    for (int64_t i = 0; i < n_main; i += L) {
-      const auto g = hn::Mul(LoadAs(d, dyr + i), hn::LoadU(d, w + i));
-      const auto xhat = hn::Mul(LoadAs(d, xr + i), vrs);
-      StoreAs(d, hn::MulAdd(g, vrs, hn::Mul(xhat, k2)), dxr + i);  // term 1 + term 2
-    }
-    if (rest) {
-      const auto g = hn::Mul(dy_tail.load(d), LoadTailA(d, w + n_main, rest));
-      const auto xhat = hn::Mul(x_tail.load(d), vrs);
-      Tail<D, T> dx_tail(rest);
-      dx_tail.store(d, hn::MulAdd(g, vrs, hn::Mul(xhat, k2)), dxr + n_main);
-    }
-  }
+  RMSNormBackwardRowGroups<1>(dy, x, w, rstd, dx, dw_part, r, r1, n);
 }
 
 #define NG_RMS_NORM_INSTANCES(NAME, T)                                                                 \
