@@ -25,6 +25,7 @@
 #define HWY_TARGET_INCLUDE "nn/norms/group_norm.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "nn/norms/norm_simd-inl.h"
 
@@ -35,6 +36,7 @@
 #include "tensor/device_kernels.h"
 #include "tensor/ops/elementwise.h"
 
+#include <algorithm>
 #include <vector>
 
 #if HWY_ONCE
@@ -234,7 +236,7 @@ namespace ng::norms::HWY_NAMESPACE {
 
 // S == 1 (an (N, C) input): the row is the group's m = C/G channels, one value each. LayerNorm's backward
 // with the group's slice of weight and of the dweight/dbias partial rows: vectors run across channels.
-// (The shapes the unit path below does not take: m neither a divisor nor a multiple of the vector length.)
+// (The shapes the batch path below does not take: m neither a divisor nor a multiple of the vector length.)
 template <typename T>
 void RowBackwardOneValuePerChannel(const T* HWY_RESTRICT dyr, const T* HWY_RESTRICT xr,
                                    const AccT<T>* HWY_RESTRICT wg, AccT<T> mu, AccT<T> rs,
@@ -387,52 +389,388 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   }
 }
 
-// ---- 3b. The (N, C) fast path: many small groups per vector ----------------------------------------------
+// ---- 3b. The (N, C) fast path: many small groups, reduced together ---------------------------------------
 //
 // With S == 1 a group is m = C/G consecutive channels of one sample, often fewer than a vector holds (the
-// benchmark's 16384 x 256 with 32 groups has m = 8). Handling one group at a time then costs two horizontal
-// sums, a division and a square root per 8 values. Instead we walk each sample in "units" of U = max(m, L)
-// values: either one vector holding L/m whole groups (m divides L), or one group spanning m/L whole vectors
-// (L divides m). Every lane carries its own group's statistics:
+// benchmark's 16384 x 256 with 32 groups has m = 8). A group's own arithmetic is then a few vector ops, and
+// reducing it alone costs more: a horizontal sum (log2 L shuffles and adds) for each of its sums, a division
+// and a square root. So the groups go in batches of L (the vector length, B below), and a batch's sums are
+// reduced TOGETHER into one vector whose lane q holds group q's sum (SumRuns). The statistics of L groups
+// then take one division and one square root, and are spread back to the lanes that need them:
 //
-//   K      = per lane, the first value of its group (the shift, as in the row kernel)
-//   s1     = segment sum of (x - K)                   d    = s1 / m
-//   s2     = segment sum of ((x - K) - d)^2           rstd = 1 / sqrt(s2 / m + eps)
+//   K      = per group, its first value (the shift, as in the row kernel)
+//   s1     = group sum of (x - K)                     d    = s1 / m
+//   s2     = group sum of ((x - K) - d)^2             rstd = 1 / sqrt(s2 / m + eps)
 //   y      = ((x - K) - d) * rstd * w_c + b_c         w, b loaded as vectors across channels
 //
-// "Segment sum" adds the lanes of each group and leaves the sum in every lane of the group: first the unit's
-// vectors are added, then log2(min(m, L)) butterfly steps v += v[lane ^ k] (k = 1, 2, 4, ...). x is read
-// once; the unit (at most a few vectors) is re-read from L1.
+// Two shapes of batch, both L groups (fewer in a chunk's last batch):
+//   m < L  (L % m == 0): the batch is m vectors, each holding L/m whole groups. x - K goes to SumRuns as it
+//          is; per-lane values come back with a lane permute (TableLookupLanes, tables in GroupLanes).
+//   m >= L (m % L == 0): each group is m/L whole vectors, first added into one vector per group; SumRuns
+//          then reduces the L group vectors; per-group values come back as broadcasts.
+// x is read and converted once per batch: x - K (later (x - K) - d) waits in a buffer of B * m values in L1.
+// A batch may span samples (the groups of all samples are consecutive rows of m values); only w and b
+// depend on the channel, which wraps at C (C % L == 0, so a vector never straddles two samples).
 //
-// Eligible when m % L == 0, or L % m == 0 and C % L == 0 (so a unit never straddles a sample). Other shapes
-// keep the per-group kernel above.
+// The sums are the ones the per-group reduction used before (see SumRuns): the same bits.
+//
+// Eligible when m % L == 0, or L % m == 0 and C % L == 0. Other shapes keep the per-group kernel above.
+
+// The lanes of v[0 .. W), read in order, are L runs of W consecutive lanes (W a power of two, W <= L).
+// Returns the vector whose lane q is the sum of run q. A step takes two vectors (lo, hi) and adds
+// neighbouring lanes, packing both halves into one vector:
+//   Add(ConcatEven(hi, lo), ConcatOdd(hi, lo)):  lane j < L/2 = lo[2j] + lo[2j + 1], the upper half the
+//   same of hi
+// so the runs keep their order and halve in width; log2(W) rounds, W - 1 steps of 3 ops in all. Each sum is
+// the pairwise tree ((a0 + a1) + (a2 + a3)) + ..., which is also what the butterfly v + v[lane ^ k] of one
+// group at a time computes (the same operands, so the same bits). v is overwritten. W is a template
+// parameter so that the tree is unrolled and stays in registers (a first version kept the rounds in an L1
+// buffer: each round then waited for the stores of the one before, and the whole path ran 1.3-1.4x slower
+// than one group at a time).
+template <int W, class D>
+HWY_INLINE hn::Vec<D> SumRuns(D d, hn::Vec<D>* HWY_RESTRICT v) {
+#if HWY_TARGET != HWY_SCALAR  // (one lane there: W == 1)
+  if constexpr (W > 1) {
+    HWY_UNROLL(8)
+    for (int i = 0; i < W / 2; ++i)
+      v[i] = hn::Add(hn::ConcatEven(d, v[2 * i + 1], v[2 * i]), hn::ConcatOdd(d, v[2 * i + 1], v[2 * i]));
+    return SumRuns<W / 2>(d, v);
+  } else {
+    return v[0];
+  }
+#else
+  (void)d;
+  return v[0];
+#endif
+}
+
+// The same, from W vectors stored at p.
+template <int W, class D>
+HWY_INLINE hn::Vec<D> SumRunsAt(D d, const hn::TFromD<D>* HWY_RESTRICT p) {
+  hn::Vec<D> v[W];
+  HWY_UNROLL(16)
+  for (int i = 0; i < W; ++i) v[i] = hn::Load(d, p + i * int(hn::Lanes(d)));
+  return SumRuns<W>(d, v);
+}
+
+// The same walk keeping the first lane of each run instead of the sum: lane q = run q's first lane.
+template <int W, class D>
+HWY_INLINE hn::Vec<D> FirstOfRuns(D d, hn::Vec<D>* HWY_RESTRICT v) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (W > 1) {
+    HWY_UNROLL(8)
+    for (int i = 0; i < W / 2; ++i) v[i] = hn::ConcatEven(d, v[2 * i + 1], v[2 * i]);
+    return FirstOfRuns<W / 2>(d, v);
+  } else {
+    return v[0];
+  }
+#else
+  (void)d;
+  return v[0];
+#endif
+}
+
+// m < L: the lane permutes of a batch of m vectors (vector j holds lanes j*L .. j*L + L - 1 of the batch).
 template <class D>
-struct SegmentSum {
+struct GroupLanes {
+  using TI = hwy::MakeSigned<hn::TFromD<D>>;
+  static constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(hn::TFromD<D>);
+  using Idx = decltype(hn::SetTableIndices(D(), static_cast<const TI*>(nullptr)));
+  Idx first;              // lane i <- the first lane of its group (the same in every vector)
+  Idx spread[kMaxLanes];  // spread[j]: lane i of vector j <- lane (j*L + i) / m (its group's statistic)
+  GroupLanes(D d, int64_t m) {
+    const int64_t L = int64_t(hn::Lanes(d));
+    HWY_ALIGN TI idx[kMaxLanes];
+    for (int64_t i = 0; i < L; ++i) idx[i] = TI(i / m * m);
+    first = hn::SetTableIndices(d, idx);
+    for (int64_t j = 0; j < m && j < L; ++j) {
+      for (int64_t i = 0; i < L; ++i) idx[i] = TI((j * L + i) / m);
+      spread[j] = hn::SetTableIndices(d, idx);
+    }
+  }
+};
+
+// Is the batch path usable for this shape on this target?
+template <typename T>
+bool GroupNormBatchesEligible(int64_t C, int64_t S, int64_t G) {
+  using D = hn::ScalableTag<AccT<T>>;
+  const int64_t L = int64_t(hn::Lanes(D()));
+  const int64_t m = C / G;
+  if (S != 1 || m < 1 || L > 16) return false;
+  return m % L == 0 || (L % m == 0 && C % L == 0);
+}
+
+// The next channel after a vector at channel ch (vectors never straddle samples: C % L == 0)
+HWY_INLINE int64_t NextChannel(int64_t ch, int64_t L, int64_t C) {
+  return ch + L == C ? 0 : ch + L;
+}
+
+// Forward, groups [r0, r1) of an (N, C) input; W = m < L: a batch is W vectors, all in registers.
+template <int W, typename T>
+void ForwardSmallGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT b,
+                        T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean, AccT<T>* HWY_RESTRICT rstd, int64_t r0,
+                        int64_t r1, int64_t C, int64_t G, double eps) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const auto inv_m = hn::Set(d, A(1) / A(W)), veps = hn::Set(d, A(eps)), one = hn::Set(d, A(1));
+  const GroupLanes<D> lanes(d, W);
+  for (int64_t r = r0, ch = r0 % G * W; r < r1; r += L) {     // r: the batch's first group, ch: its channel
+    const int64_t nb = std::min(L, r1 - r), nv = nb * W / L;  // groups, vectors
+    const T* HWY_RESTRICT xb = x + r * W;
+    T* HWY_RESTRICT yb = y + r * W;
+    hn::Vec<D> c[W], s[W], k[W];
+    // pass 1: c = x - K (K per lane: its group's first value), summed per group
+    HWY_UNROLL(8)
+    for (int j = 0; j < W; ++j) {
+      const auto xv = j < nv ? LoadAs(d, xb + j * L) : hn::Zero(d);
+      k[j] = hn::TableLookupLanes(xv, lanes.first);
+      c[j] = hn::Sub(xv, k[j]);
+      s[j] = c[j];
+    }
+    const auto vd = hn::Mul(SumRuns<W>(d, s), inv_m);  // lane q: group q's d
+    const auto vK = FirstOfRuns<W>(d, k);              // lane q: group q's K
+    // pass 2: c = (x - K) - d, and its squares summed per group
+    HWY_UNROLL(8)
+    for (int j = 0; j < W; ++j) {
+      c[j] = hn::Sub(c[j], hn::TableLookupLanes(vd, lanes.spread[j]));
+      s[j] = hn::Mul(c[j], c[j]);
+    }
+    const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(SumRuns<W>(d, s), inv_m, veps)));
+    // pass 3
+    HWY_UNROLL(8)
+    for (int j = 0; j < W; ++j) {
+      if (j >= nv) break;
+      const auto xhat = hn::Mul(c[j], hn::TableLookupLanes(vrs, lanes.spread[j]));
+      StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + ch), hn::LoadU(d, b + ch)), yb + j * L);
+      ch = NextChannel(ch, L, C);
+    }
+    StoreAN(d, hn::Add(vK, vd), mean + r, size_t(nb));
+    StoreAN(d, vrs, rstd + r, size_t(nb));
+  }
+}
+
+// Forward, groups [r0, r1); m >= L: a batch is B <= L groups of m/L vectors; the L group sums go through
+// a small buffer into SumRunsAt, and the groups' d and rstd come back as broadcasts. For f16/bf16, x - K
+// (then (x - K) - d) waits in an L1 buffer of B * m floats, so that x is converted once; f32 and f64 read x
+// again instead (measured at 1024 x 4096, 1 thread: the buffer's extra stores made f32 1.3x slower, while
+// bf16 gained 1.7x).
+template <typename T>
+void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT b,
+                        T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean, AccT<T>* HWY_RESTRICT rstd, int64_t r0,
+                        int64_t r1, int64_t C, int64_t G, double eps) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  constexpr int kL = int(hn::MaxLanes(D()));
+  constexpr bool kBuffer = !std::is_same_v<T, A>;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t m = C / G, vpg = m / L;
+  // at most 2048 values per batch, so that the buffer stays in L1 (fewer than L groups leave zero sums)
+  const int64_t B = std::clamp<int64_t>(2048 / m, 1, L);
+  const auto inv_m = hn::Set(d, A(1) / A(m)), veps = hn::Set(d, A(eps)), one = hn::Set(d, A(1));
+  auto buf = hwy::AllocateAligned<A>(kBuffer ? size_t(B * m) : 1);
+  A* HWY_RESTRICT cb = buf.get();
+  HWY_ALIGN A red[kL * kL], ks[kL], dbuf[kL], rbuf[kL];
+  for (int64_t q = 0; q < kL; ++q) hn::Store(hn::Zero(d), d, red + q * L), ks[q] = A(0);
+
+  for (int64_t r = r0, ch0 = r0 % G * m; r < r1; r += B) {  // r: the batch's first group, ch0: its channel
+    const int64_t nb = std::min(B, r1 - r);
+    const T* HWY_RESTRICT xb = x + r * m;
+    T* HWY_RESTRICT yb = y + r * m;
+    for (int64_t q = nb; q < B; ++q) hn::Store(hn::Zero(d), d, red + q * L);  // a last, partial batch
+    // pass 1: per group, c = x - K summed into one vector
+    for (int64_t q = 0; q < nb; ++q) {
+      const T* HWY_RESTRICT xg = xb + q * m;
+      const A K = hn::GetLane(LoadAs(d, xg));
+      const auto vK = hn::Set(d, K);
+      ks[q] = K;
+      auto acc = hn::Zero(d);
+      for (int64_t j = 0; j < vpg; ++j) {
+        const auto c0 = hn::Sub(LoadAs(d, xg + j * L), vK);
+        if constexpr (kBuffer) hn::Store(c0, d, cb + q * m + j * L);
+        acc = hn::Add(acc, c0);
+      }
+      hn::Store(acc, d, red + q * L);
+    }
+    const auto vd = hn::Mul(SumRunsAt<kL>(d, red), inv_m);  // lane q: group q's d
+    hn::Store(vd, d, dbuf);
+    // c = (x - K) - d of group q's vector j
+    auto centred = [&](int64_t q, int64_t j, hn::Vec<D> vdq) {
+      if constexpr (kBuffer) return hn::Sub(hn::Load(d, cb + q * m + j * L), vdq);
+      return hn::Sub(hn::Sub(LoadAs(d, xb + q * m + j * L), hn::Set(d, ks[q])), vdq);
+    };
+    // pass 2: c, and its squares summed per group
+    for (int64_t q = 0; q < nb; ++q) {
+      const auto vdq = hn::Set(d, dbuf[q]);
+      auto acc = hn::Zero(d);
+      for (int64_t j = 0; j < vpg; ++j) {
+        const auto c = centred(q, j, vdq);
+        if constexpr (kBuffer) hn::Store(c, d, cb + q * m + j * L);
+        acc = hn::MulAdd(c, c, acc);
+      }
+      hn::Store(acc, d, red + q * L);
+    }
+    const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(SumRunsAt<kL>(d, red), inv_m, veps)));
+    hn::Store(vrs, d, rbuf);
+    // pass 3
+    int64_t ch = ch0;
+    for (int64_t q = 0; q < nb; ++q) {
+      T* HWY_RESTRICT yg = yb + q * m;
+      const auto vrsq = hn::Set(d, rbuf[q]), vdq = hn::Set(d, dbuf[q]);
+      for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, C)) {
+        const auto c = kBuffer ? hn::Load(d, cb + q * m + j * L) : centred(q, j, vdq);
+        const auto xhat = hn::Mul(c, vrsq);
+        StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + ch), hn::LoadU(d, b + ch)), yg + j * L);
+      }
+    }
+    ch0 = ch;
+    StoreAN(d, hn::Add(hn::Load(d, ks), vd), mean + r, size_t(nb));
+    StoreAN(d, vrs, rstd + r, size_t(nb));
+  }
+}
+
+// Samples [n0, n1) of an (N, C) input.
+template <typename T>
+void GroupNormForwardBatches(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                             const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
+                             AccT<T>* HWY_RESTRICT rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,
+                             double eps) {
+  using D = hn::ScalableTag<AccT<T>>;
+  constexpr int kL = int(hn::MaxLanes(D()));
+  const int64_t m = C / G, r0 = n0 * G, r1 = n1 * G;
+  if (m >= kL) return ForwardLargeGroups<T>(x, w, b, y, mean, rstd, r0, r1, C, G, eps);
+  if constexpr (kL > 1)
+    if (m == 1) return ForwardSmallGroups<1, T>(x, w, b, y, mean, rstd, r0, r1, C, G, eps);
+  if constexpr (kL > 2)
+    if (m == 2) return ForwardSmallGroups<2, T>(x, w, b, y, mean, rstd, r0, r1, C, G, eps);
+  if constexpr (kL > 4)
+    if (m == 4) return ForwardSmallGroups<4, T>(x, w, b, y, mean, rstd, r0, r1, C, G, eps);
+  if constexpr (kL > 8)
+    if (m == 8) return ForwardSmallGroups<8, T>(x, w, b, y, mean, rstd, r0, r1, C, G, eps);
+}
+
+// The backward. Per batch of groups (m < L) or per group (m >= L):
+//   pass 1: c = x - s (s: the saved mean, a shift as in section 4), g = dy * w; group sums of c, g and g c
+//           -> per group d = sum c / m, mean_g, mean_gx = rstd (mean of g c - d mean_g)
+//   pass 2: xhat = fma(c, rstd, -d * rstd); dw_part += dy * xhat, db_part += dy (vectors across channels);
+//           dx = g * rstd + (xhat * k3 + k2), k2 = -rstd * mean_g, k3 = -rstd * mean_gx
+// Pass 2 reads x and dy again, from L1 (buffering c and dy from pass 1 measured no faster).
+// (dweight and dbias are summed in pass 2, where xhat is exact: the split LayerNorm's backward uses, c * rstd
+// in pass 1 and -d * rstd where it matters, measured slower here: 16384 x 256, 2 threads, 1.40 -> 2.41 ms.)
+template <typename T>
+struct BackwardVectors {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const T* HWY_RESTRICT dy;
+  const T* HWY_RESTRICT x;
+  const A* HWY_RESTRICT w;
+  T* HWY_RESTRICT dx;
+  A* HWY_RESTRICT dw_part;
+  A* HWY_RESTRICT db_part;
+  int64_t C;
+
+  // pass 1 for the vector at offset off (channel ch) with shift s: c, g and g c added to sc, sg, sgc
+  HWY_INLINE void pass1(int64_t off, int64_t ch, hn::Vec<D> s, hn::Vec<D>& sc, hn::Vec<D>& sg,
+                        hn::Vec<D>& sgc) const {
+    const D d;
+    const auto cv = hn::Sub(LoadAs(d, x + off), s);
+    const auto dyv = LoadAs(d, dy + off);
+    const auto g = hn::Mul(dyv, hn::LoadU(d, w + ch));
+    sc = hn::Add(sc, cv);
+    sg = hn::Add(sg, g);
+    sgc = hn::MulAdd(g, cv, sgc);
+  }
+  // pass 2 for the same vector (x and dy read again, from L1): the group's s, rstd, -d * rstd, k2 and k3
+  // (per lane)
+  HWY_INLINE void pass2(int64_t off, int64_t ch, hn::Vec<D> s, hn::Vec<D> vrs, hn::Vec<D> vdr, hn::Vec<D> k2,
+                        hn::Vec<D> k3) const {
+    const D d;
+    const auto dyv = LoadAs(d, dy + off);
+    const auto cv = hn::Sub(LoadAs(d, x + off), s);
+    const auto xhat = hn::MulAdd(cv, vrs, vdr);
+    if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + ch)), d, dw_part + ch);
+    if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + ch)), d, db_part + ch);
+    if (!dx) return;
+    const auto g = hn::Mul(dyv, hn::LoadU(d, w + ch));
+    StoreAs(d, hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, k2)), dx + off);
+  }
+};
+
+// The per-group constants of pass 2 from the three group sums (lane q: group q).
+template <class D>
+struct BackwardConstants {
+  hn::Vec<D> vdr, k2, k3;
+  BackwardConstants(D d, hn::Vec<D> vrs, hn::Vec<D> sum_c, hn::Vec<D> sum_g, hn::Vec<D> sum_gc,
+                    hn::Vec<D> inv_m) {
+    const auto vd = hn::Mul(sum_c, inv_m);  // the group's offset d = mean - s
+    const auto mean_g = hn::Mul(sum_g, inv_m);
+    const auto mean_gx = hn::Mul(vrs, hn::NegMulAdd(vd, mean_g, hn::Mul(sum_gc, inv_m)));
+    vdr = hn::Neg(hn::Mul(vd, vrs));      // xhat = c * rstd - d * rstd
+    k2 = hn::Neg(hn::Mul(vrs, mean_g));   // term 2
+    k3 = hn::Neg(hn::Mul(vrs, mean_gx));  // term 3 = xhat * k3
+    (void)d;
+  }
+};
+
+// Groups [r0, r1); W = m < L: a batch is W vectors, whose three sums stay in registers.
+template <int W, typename T>
+void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRICT mean,
+                         const AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t G) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const auto inv_m = hn::Set(d, A(1) / A(W));
+  const GroupLanes<D> lanes(d, W);
+  for (int64_t r = r0, ch0 = r0 % G * W; r < r1; r += L) {  // r: the batch's first group, ch0: its channel
+    const int64_t nb = std::min(L, r1 - r), nv = nb * W / L;
+    const int64_t off0 = r * W;
+    const auto vs = LoadAN(d, mean + r, size_t(nb));  // lane q: group q's saved mean and rstd
+    const auto vrs = LoadAN(d, rstd + r, size_t(nb));
+    hn::Vec<D> sc[W], sg[W], sgc[W];
+    int64_t ch = ch0;
+    HWY_UNROLL(8)
+    for (int j = 0; j < W; ++j) {
+      sc[j] = sg[j] = sgc[j] = hn::Zero(d);
+      if (j < nv) {
+        v.pass1(off0 + j * L, ch, hn::TableLookupLanes(vs, lanes.spread[j]), sc[j], sg[j], sgc[j]);
+        ch = NextChannel(ch, L, v.C);
+      }
+    }
+    const auto sum_c = SumRuns<W>(d, sc), sum_g = SumRuns<W>(d, sg), sum_gc = SumRuns<W>(d, sgc);
+    const BackwardConstants<D> k(d, vrs, sum_c, sum_g, sum_gc, inv_m);
+    ch = ch0;
+    for (int64_t j = 0; j < nv; ++j, ch = NextChannel(ch, L, v.C)) {
+      const auto& sp = lanes.spread[j];
+      v.pass2(off0 + j * L, ch, hn::TableLookupLanes(vs, sp), hn::TableLookupLanes(vrs, sp),
+              hn::TableLookupLanes(k.vdr, sp), hn::TableLookupLanes(k.k2, sp),
+              hn::TableLookupLanes(k.k3, sp));
+    }
+    ch0 = ch;
+  }
+}
+
+// The sum of all L lanes of v, left in every lane, by the butterfly v + v[lane ^ k] (k = 1, 2, 4, ...): the
+// same pairwise tree as SumRuns. For float the steps are fixed shuffles: lane ^ 1 and lane ^ 2 stay inside a
+// 128-bit block (vshufps / vpermilps), lane ^ 4 swaps adjacent blocks and lane ^ 8 the two 256-bit halves,
+// cheaper than a general lane permute (vpermps); other types use the permute.
+template <class D>
+struct AllLanesSum {
   using TI = hwy::MakeSigned<hn::TFromD<D>>;
   static constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(hn::TFromD<D>);
   using Idx = decltype(hn::SetTableIndices(D(), static_cast<const TI*>(nullptr)));
   Idx butterfly[8];  // butterfly[j]: lane i <- lane i ^ (1 << j)
-  Idx first;         // lane i <- the first lane of its group
-  Idx group;         // lane i <- lane (i / m): spreads per-group values over their lanes
   int steps = 0;
-  SegmentSum(D d, int64_t m) {
+  explicit AllLanesSum(D d) {
     const int64_t L = int64_t(hn::Lanes(d));
-    const int64_t span = std::min(m, L);
     HWY_ALIGN TI idx[kMaxLanes];
-    for (int64_t k = 1; k < span; k *= 2, ++steps) {
+    for (int64_t k = 1; k < L; k *= 2, ++steps) {
       for (int64_t i = 0; i < L; ++i) idx[i] = TI(i ^ k);
       butterfly[steps] = hn::SetTableIndices(d, idx);
     }
-    for (int64_t i = 0; i < L; ++i) idx[i] = TI(i / span * span);
-    first = hn::SetTableIndices(d, idx);
-    for (int64_t i = 0; i < L; ++i) idx[i] = TI(i / span);
-    group = hn::SetTableIndices(d, idx);
   }
-  // For float the butterflies are fixed shuffles: lane ^ 1 and lane ^ 2 stay inside a 128-bit block
-  // (vshufps / vpermilps), lane ^ 4 swaps adjacent blocks and lane ^ 8 the two 256-bit halves. The same
-  // lanes added in the same order as the TableLookupLanes version, so the same bits, with cheaper
-  // instructions than a general lane permute (vpermps): GroupNorm forward at 16384 x 256, 32 groups, 1
-  // thread on AMD Zen 4: 2.10 -> 1.89 ms (f32), 3.33 -> 2.99 ms (bf16), A/B in alternating runs.
   hn::Vec<D> operator()(hn::Vec<D> v) const {
 #if HWY_TARGET != HWY_SCALAR  // (one lane there: no steps)
     if constexpr (std::is_same_v<hn::TFromD<D>, float>) {
@@ -452,142 +790,57 @@ struct SegmentSum {
   }
 };
 
-// Is the unit path usable for this shape on this target?
+// Groups [r0, r1); m >= L: one group at a time, its m/L vectors read twice (pass 2 from L1), its three sums
+// reduced with AllLanesSum. (Batches of L groups reduced with SumRuns, as the forward does, measured slower
+// here: 4096 x 1024 f32, 2 threads, 1.31 -> 2.12 ms. The forward gains from sharing one division and one
+// square root among L groups; the backward has neither, and a batch's long reduction before its pass 2
+// keeps the next batch's loads of x and dy from starting early.)
 template <typename T>
-bool GroupNormUnitsEligible(int64_t C, int64_t S, int64_t G) {
-  using D = hn::ScalableTag<AccT<T>>;
-  const int64_t L = int64_t(hn::Lanes(D()));
-  const int64_t m = C / G;
-  if (S != 1 || m < 1 || L > 16) return false;
-  return m % L == 0 || (L % m == 0 && C % L == 0);
-}
-
-// Samples [n0, n1) of an (N, C) input.
-template <typename T>
-void GroupNormForwardUnits(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
-                           const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
-                           AccT<T>* HWY_RESTRICT rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,
-                           double eps) {
+void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRICT mean,
+                         const AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t G) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
   const D d;
   const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t m = C / G;
-  const int64_t U = std::max(m, L), vpu = U / L, gpu = U / m;  // vectors per unit, groups per unit
-  const SegmentSum<D> seg(d, m);
-  const auto inv_m = hn::Set(d, A(1) / A(m)), veps = hn::Set(d, A(eps)), one = hn::Set(d, A(1));
-  HWY_ALIGN A mean_lanes[SegmentSum<D>::kMaxLanes], rstd_lanes[SegmentSum<D>::kMaxLanes];
-  // the statistics of a unit's groups, from its vectors of mean and rstd: lane q * m holds group q's
-  auto write_stats = [&](int64_t r, hn::Vec<D> vmean, hn::Vec<D> vrs) {
-    hn::Store(vmean, d, mean_lanes);
-    hn::Store(vrs, d, rstd_lanes);
-    for (int64_t q = 0, lane = 0; q < gpu; ++q, lane += m) {
-      mean[r + q] = mean_lanes[lane];
-      rstd[r + q] = rstd_lanes[lane];
-    }
-  };
-
-  for (int64_t n = n0; n < n1; ++n) {
-    for (int64_t c0 = 0, r = n * G; c0 < C; c0 += U, r += gpu) {  // r: the unit's first group
-      const T* HWY_RESTRICT xu = x + n * C + c0;
-      T* HWY_RESTRICT yu = y + n * C + c0;
-      if (vpu == 1) {
-        // The unit is one vector (m <= L): load and convert it once and keep it in a register (the loop
-        // below would read it three times, and for f16/bf16 convert it three times). With the shuffles
-        // above: 2.40 -> 1.89 ms (f32) and 3.56 -> 2.99 ms (bf16) at the size above.
-        const auto xv = LoadAs(d, xu);
-        const auto vK = hn::TableLookupLanes(xv, seg.first);
-        const auto c0v = hn::Sub(xv, vK);  // x - K
-        const auto vd = hn::Mul(seg(c0v), inv_m);
-        const auto c = hn::Sub(c0v, vd);  // (x - K) - d
-        const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(seg(hn::Mul(c, c)), inv_m, veps)));
-        StoreAs(d, hn::MulAdd(hn::Mul(c, vrs), hn::LoadU(d, w + c0), hn::LoadU(d, b + c0)), yu);
-        write_stats(r, hn::Add(vK, vd), vrs);
-        continue;
-      }
-      const auto vK = hn::TableLookupLanes(LoadAs(d, xu), seg.first);
-
-      auto s1 = hn::Zero(d);
-      for (int64_t j = 0; j < vpu; ++j) s1 = hn::Add(s1, hn::Sub(LoadAs(d, xu + j * L), vK));
-      const auto vd = hn::Mul(seg(s1), inv_m);
-
-      auto s2 = hn::Zero(d);
-      for (int64_t j = 0; j < vpu; ++j) {
-        const auto c = hn::Sub(hn::Sub(LoadAs(d, xu + j * L), vK), vd);
-        s2 = hn::MulAdd(c, c, s2);
-      }
-      const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(seg(s2), inv_m, veps)));
-
-      for (int64_t j = 0; j < vpu; ++j) {
-        const auto xhat = hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xu + j * L), vK), vd), vrs);
-        StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + c0 + j * L), hn::LoadU(d, b + c0 + j * L)), yu + j * L);
-      }
-      write_stats(r, hn::Add(vK, vd), vrs);
-    }
+  const int64_t m = v.C / G, vpg = m / L;
+  const auto inv_m = hn::Set(d, A(1) / A(m));
+  const AllLanesSum<D> sum(d);
+  for (int64_t r = r0, ch0 = r0 % G * m; r < r1; ++r) {  // ch0: the group's first channel
+    const int64_t off0 = r * m;
+    const auto vs = hn::Set(d, mean[r]), vrs = hn::Set(d, rstd[r]);
+    auto sc = hn::Zero(d), sg = hn::Zero(d), sgc = hn::Zero(d);
+    int64_t ch = ch0;
+    for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C))
+      v.pass1(off0 + j * L, ch, vs, sc, sg, sgc);
+    const BackwardConstants<D> k(d, vrs, sum(sc), sum(sg), sum(sgc), inv_m);
+    ch = ch0;
+    for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C))
+      v.pass2(off0 + j * L, ch, vs, vrs, k.vdr, k.k2, k.k3);
+    ch0 = ch;
   }
 }
 
 // Samples [n0, n1) of an (N, C) input; dw_part, db_part: (C) partials of this chunk (or null).
-//   pass 1 (per unit): c = x - s (s: the saved means, per lane), g = dy * w; segment sums of c, g and g c
-//                      -> per lane d, mean_g, mean_gx = rstd (mean of g c - d mean_g)
-//   pass 2:            xhat = fma(c, rstd, -d * rstd); dw_part += dy * xhat, db_part += dy (vectors across
-//                      channels); dx = g * rstd + (xhat * k3 + k2), k2 = -rstd * mean_g, k3 = -rstd * mean_gx
-// (dweight and dbias are summed in pass 2, where xhat is exact: the split LayerNorm's backward uses, c * rstd
-// in pass 1 and -d * rstd where it matters, measured slower here: 16384 x 256, 2 threads, 1.40 -> 2.41 ms.)
 template <typename T>
-void GroupNormBackwardUnits(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
-                            const AccT<T>* HWY_RESTRICT mean, const AccT<T>* HWY_RESTRICT rstd,
-                            T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part, AccT<T>* HWY_RESTRICT db_part,
-                            int64_t n0, int64_t n1, int64_t C, int64_t G) {
+void GroupNormBackwardBatches(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
+                              const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT mean,
+                              const AccT<T>* HWY_RESTRICT rstd, T* HWY_RESTRICT dx,
+                              AccT<T>* HWY_RESTRICT dw_part, AccT<T>* HWY_RESTRICT db_part, int64_t n0,
+                              int64_t n1, int64_t C, int64_t G) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
-  const D d;
-  const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t m = C / G;
-  const int64_t U = std::max(m, L), vpu = U / L, gpu = U / m;
-  const SegmentSum<D> seg(d, m);
-  const auto inv_m = hn::Set(d, A(1) / A(m));
-  const int64_t rows = n1 * G;  // mean, rstd have at least this many groups: a full load at r is safe below
-
-  for (int64_t n = n0; n < n1; ++n) {
-    for (int64_t c0 = 0, r = n * G; c0 < C; c0 += U, r += gpu) {  // r: the unit's first group
-      const int64_t off = n * C + c0;
-      // per-lane mean and rstd of the unit's gpu groups (a short copy: never reads past the last group)
-      const bool full = r + L <= rows;
-      const auto mu_g = full ? hn::LoadU(d, mean + r) : LoadTailA(d, mean + r, size_t(gpu));
-      const auto rs_g = full ? hn::LoadU(d, rstd + r) : LoadTailA(d, rstd + r, size_t(gpu));
-      const auto vs = hn::TableLookupLanes(mu_g, seg.group);  // the saved means: shifts (section 4)
-      const auto vrs = hn::TableLookupLanes(rs_g, seg.group);
-
-      // pass 1: segment sums of c = x - s, of g and of g c
-      auto sc = hn::Zero(d), sg = hn::Zero(d), sgc = hn::Zero(d);
-      for (int64_t j = 0; j < vpu; ++j) {
-        const auto cv = hn::Sub(LoadAs(d, x + off + j * L), vs);
-        const auto g = hn::Mul(LoadAs(d, dy + off + j * L), hn::LoadU(d, w + c0 + j * L));
-        sc = hn::Add(sc, cv);
-        sg = hn::Add(sg, g);
-        sgc = hn::MulAdd(g, cv, sgc);
-      }
-      const auto vd = hn::Mul(seg(sc), inv_m);  // per lane: its group's offset d = mean - s
-      const auto mean_g = hn::Mul(seg(sg), inv_m);
-      const auto mean_gx = hn::Mul(vrs, hn::NegMulAdd(vd, mean_g, hn::Mul(seg(sgc), inv_m)));
-      const auto vdr = hn::Neg(hn::Mul(vd, vrs));      // xhat = c * rstd - d * rstd
-      const auto k2 = hn::Neg(hn::Mul(vrs, mean_g));   // term 2
-      const auto k3 = hn::Neg(hn::Mul(vrs, mean_gx));  // term 3 = xhat * k3
-
-      // pass 2: partial dweight += dy * xhat, dbias += dy; dx = term 1 + term 3 + term 2
-      for (int64_t j = 0; j < vpu; ++j) {
-        const int64_t c = c0 + j * L;
-        const auto dyv = LoadAs(d, dy + off + j * L);
-        const auto xhat = hn::MulAdd(hn::Sub(LoadAs(d, x + off + j * L), vs), vrs, vdr);
-        if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + c)), d, dw_part + c);
-        if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + c)), d, db_part + c);
-        if (!dx) continue;
-        const auto g = hn::Mul(dyv, hn::LoadU(d, w + c));
-        StoreAs(d, hn::MulAdd(g, vrs, hn::MulAdd(xhat, k3, k2)), dx + off + j * L);
-      }
-    }
-  }
+  constexpr int kL = int(hn::MaxLanes(D()));
+  const int64_t m = C / G, r0 = n0 * G, r1 = n1 * G;
+  const BackwardVectors<T> v{dy, x, w, dx, dw_part, db_part, C};
+  if (m >= kL) return BackwardLargeGroups<T>(v, mean, rstd, r0, r1, G);
+  if constexpr (kL > 1)
+    if (m == 1) return BackwardSmallGroups<1, T>(v, mean, rstd, r0, r1, G);
+  if constexpr (kL > 2)
+    if (m == 2) return BackwardSmallGroups<2, T>(v, mean, rstd, r0, r1, G);
+  if constexpr (kL > 4)
+    if (m == 4) return BackwardSmallGroups<4, T>(v, mean, rstd, r0, r1, G);
+  if constexpr (kL > 8)
+    if (m == 8) return BackwardSmallGroups<8, T>(v, mean, rstd, r0, r1, G);
 }
 
 #define NG_GROUP_NORM_INSTANCES(NAME, T)                                                                     \
@@ -601,18 +854,18 @@ void GroupNormBackwardUnits(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, c
                                int64_t C, int64_t S, int64_t G) {                                            \
     GroupNormBackwardRows<T>(dy, x, w, mean, rstd, dx, dw, db, r0, r1, C, S, G);                             \
   }                                                                                                          \
-  bool GroupNormUnitsEligible##NAME(int64_t C, int64_t S, int64_t G) {                                       \
-    return GroupNormUnitsEligible<T>(C, S, G);                                                               \
+  bool GroupNormBatchesEligible##NAME(int64_t C, int64_t S, int64_t G) {                                     \
+    return GroupNormBatchesEligible<T>(C, S, G);                                                             \
   }                                                                                                          \
-  void GroupNormForwardUnits##NAME(const T* x, const AccT<T>* w, const AccT<T>* b, T* y, AccT<T>* mean,      \
-                                   AccT<T>* rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,              \
-                                   double eps) {                                                             \
-    GroupNormForwardUnits<T>(x, w, b, y, mean, rstd, n0, n1, C, G, eps);                                     \
+  void GroupNormForwardBatches##NAME(const T* x, const AccT<T>* w, const AccT<T>* b, T* y, AccT<T>* mean,    \
+                                     AccT<T>* rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,            \
+                                     double eps) {                                                           \
+    GroupNormForwardBatches<T>(x, w, b, y, mean, rstd, n0, n1, C, G, eps);                                   \
   }                                                                                                          \
-  void GroupNormBackwardUnits##NAME(const T* dy, const T* x, const AccT<T>* w, const AccT<T>* mean,          \
-                                    const AccT<T>* rstd, T* dx, AccT<T>* dw, AccT<T>* db, int64_t n0,        \
-                                    int64_t n1, int64_t C, int64_t G) {                                      \
-    GroupNormBackwardUnits<T>(dy, x, w, mean, rstd, dx, dw, db, n0, n1, C, G);                               \
+  void GroupNormBackwardBatches##NAME(const T* dy, const T* x, const AccT<T>* w, const AccT<T>* mean,        \
+                                      const AccT<T>* rstd, T* dx, AccT<T>* dw, AccT<T>* db, int64_t n0,      \
+                                      int64_t n1, int64_t C, int64_t G) {                                    \
+    GroupNormBackwardBatches<T>(dy, x, w, mean, rstd, dx, dw, db, n0, n1, C, G);                             \
   }
 NG_GROUP_NORM_INSTANCES(F32, float)
 NG_GROUP_NORM_INSTANCES(F64, double)
@@ -636,18 +889,18 @@ HWY_EXPORT(GroupNormBackwardF32);
 HWY_EXPORT(GroupNormBackwardF64);
 HWY_EXPORT(GroupNormBackwardF16);
 HWY_EXPORT(GroupNormBackwardBF16);
-HWY_EXPORT(GroupNormUnitsEligibleF32);
-HWY_EXPORT(GroupNormUnitsEligibleF64);
-HWY_EXPORT(GroupNormUnitsEligibleF16);
-HWY_EXPORT(GroupNormUnitsEligibleBF16);
-HWY_EXPORT(GroupNormForwardUnitsF32);
-HWY_EXPORT(GroupNormForwardUnitsF64);
-HWY_EXPORT(GroupNormForwardUnitsF16);
-HWY_EXPORT(GroupNormForwardUnitsBF16);
-HWY_EXPORT(GroupNormBackwardUnitsF32);
-HWY_EXPORT(GroupNormBackwardUnitsF64);
-HWY_EXPORT(GroupNormBackwardUnitsF16);
-HWY_EXPORT(GroupNormBackwardUnitsBF16);
+HWY_EXPORT(GroupNormBatchesEligibleF32);
+HWY_EXPORT(GroupNormBatchesEligibleF64);
+HWY_EXPORT(GroupNormBatchesEligibleF16);
+HWY_EXPORT(GroupNormBatchesEligibleBF16);
+HWY_EXPORT(GroupNormForwardBatchesF32);
+HWY_EXPORT(GroupNormForwardBatchesF64);
+HWY_EXPORT(GroupNormForwardBatchesF16);
+HWY_EXPORT(GroupNormForwardBatchesBF16);
+HWY_EXPORT(GroupNormBackwardBatchesF32);
+HWY_EXPORT(GroupNormBackwardBatchesF64);
+HWY_EXPORT(GroupNormBackwardBatchesF16);
+HWY_EXPORT(GroupNormBackwardBatchesBF16);
 
 // Forward rows (groups) shorter than this run the scalar loop even in the fast path: a row shorter than one
 // AVX-512 vector is all tail for the SIMD kernel, and the scalar loop is faster there (measured: 8.5 vs 12.9
@@ -675,16 +928,16 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
       group_norm_forward_reference<T, A>(px, pw, pb, py, pmean, prstd, N, C, S, G, A(eps));
       return;
     }
-    bool units = false;
-    NG_NORM_SIMD_CALL_RET(units, T, GroupNormUnitsEligible, C, S, G);
-    if (units) {
+    bool batches = false;
+    NG_NORM_SIMD_CALL_RET(batches, T, GroupNormBatchesEligible, C, S, G);
+    if (batches) {
       // (N, C) input with groups that tile the vectors: samples in parallel, many groups per vector
       std::vector<A> ones, zeros;
       if (!pw) ones.assign(size_t(C), A(1)), pw = ones.data();
       if (!pb) zeros.assign(size_t(C), A(0)), pb = zeros.data();
       parallel_for(N, std::max<int64_t>(1, 16384 / C), [&](int64_t n0, int64_t n1) {
-        NG_NORM_SIMD_CALL(T, GroupNormForwardUnits, hwy_ptr(px), pw, pb, hwy_ptr(py), pmean, prstd, n0, n1, C,
-                          G, eps);
+        NG_NORM_SIMD_CALL(T, GroupNormForwardBatches, hwy_ptr(px), pw, pb, hwy_ptr(py), pmean, prstd, n0, n1,
+                          C, G, eps);
       });
       return;
     }
@@ -736,9 +989,9 @@ NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
     }
     std::vector<A> ones;
     if (!pw) ones.assign(size_t(C), A(1)), pw = ones.data();
-    bool units = false;
-    NG_NORM_SIMD_CALL_RET(units, T, GroupNormUnitsEligible, C, S, G);
-    if (units) {
+    bool batches = false;
+    NG_NORM_SIMD_CALL_RET(batches, T, GroupNormBatchesEligible, C, S, G);
+    if (batches) {
       // (N, C) input with groups that tile the vectors: fixed chunks of SAMPLES, (C) partials per chunk
       const RowChunks chunks = row_chunks(N, C);
       std::vector<A> dw_part(pdw ? size_t(chunks.count * C) : 0, A(0));
@@ -746,7 +999,7 @@ NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
       parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
           const int64_t n0 = c * chunks.grain, n1 = std::min(N, n0 + chunks.grain);
-          NG_NORM_SIMD_CALL(T, GroupNormBackwardUnits, hwy_ptr(pdy), hwy_ptr(px), pw, mean.data<A>(),
+          NG_NORM_SIMD_CALL(T, GroupNormBackwardBatches, hwy_ptr(pdy), hwy_ptr(px), pw, mean.data<A>(),
                             rstd.data<A>(), hwy_ptr(pdx), pdw ? dw_part.data() + c * C : nullptr,
                             pdb ? db_part.data() + c * C : nullptr, n0, n1, C, G);
         }
