@@ -78,25 +78,32 @@ TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
       Shape shape;
       int64_t G;
     };
-    std::vector<Case> cases = {{{3, 4}, 2},
-                               {{2, 6, 1}, 6},
-                               {{2, 6, 7}, 3},
-                               {{2, 4, 17}, 4},
-                               {{3, 8, 33}, 2},
-                               {{1, 2, 100}, 1},
-                               {{2, 4, 3, 5}, 2},
-                               {{2, 32, 16}, 8},
-                               {{5, 96}, 4},
-                               {{3, 70}, 2},
-                               // (N, C) shapes whose groups tile the vectors (the many-groups-per-vector
-                               // path on AVX2/AVX-512): m = 8, 32, 4, 1, 16, 16, 2
-                               {{7, 256}, 32},
-                               {{4, 1024}, 32},
-                               {{3, 64}, 16},
-                               {{5, 32}, 32},
-                               {{2, 128}, 8},
-                               {{3, 48}, 3},
-                               {{6, 16}, 8}};
+    std::vector<Case> cases = {
+        {{3, 4}, 2},
+        {{2, 6, 1}, 6},
+        {{2, 6, 7}, 3},
+        {{2, 4, 17}, 4},
+        {{3, 8, 33}, 2},
+        {{1, 2, 100}, 1},
+        {{2, 4, 3, 5}, 2},
+        {{2, 32, 16}, 8},
+        {{5, 96}, 4},
+        {{3, 70}, 2},
+        // (N, C) shapes whose groups tile the vectors (the batch path on AVX2/AVX-512,
+        // L groups reduced together): m = 8, 32, 4, 1, 16, 16, 2
+        {{7, 256}, 32},
+        {{4, 1024}, 32},
+        {{3, 64}, 16},
+        {{5, 32}, 32},
+        {{2, 128}, 8},
+        {{3, 48}, 3},
+        {{6, 16}, 8},
+        // ... whose last batch has fewer than L groups:
+        // m = 2 (24 groups), 16 (40 groups), 16 (36), and m = 2048 (one group per batch)
+        {{3, 16}, 8},
+        {{5, 128}, 8},
+        {{9, 64}, 4},
+        {{3, 4096}, 2}};
     for (const Case& c : cases) {
       const int64_t N = c.shape[0], C = c.shape[1], S = numel(c.shape) / (N * C);
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
@@ -112,7 +119,10 @@ TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
         auto ref = norms::group_norm_forward(x, N, C, S, c.G, w, b, 1e-5, norms::Impl::reference);
         auto fast = norms::group_norm_forward(x, N, C, S, c.G, w, b, 1e-5, norms::Impl::fast);
         EXPECT_LE(max_abs_diff(ref.y, fast.y), tol) << what;
-        EXPECT_LE(max_abs_diff(ref.mean, fast.mean), 1e-5) << what;
+        // (the reference sums a group in order, in f32 for f32/f16/bf16: its own error grows with the
+        // group's length m; 1.5e-5 at m = 2048)
+        const double m = double(C / c.G * S);
+        EXPECT_LE(max_abs_diff(ref.mean, fast.mean), 1e-5 * std::max(1.0, m / 512)) << what;
         auto gr = norms::group_norm_backward(dy, x, ref.mean, ref.rstd, w, N, C, S, c.G, true, true, true,
                                              norms::Impl::reference);
         auto gf = norms::group_norm_backward(dy, x, ref.mean, ref.rstd, w, N, C, S, c.G, true, true, true,

@@ -567,7 +567,8 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
   constexpr bool kBuffer = !std::is_same_v<T, A>;
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t m = C / G, vpg = m / L;
-  // at most 2048 values per batch, so that the buffer stays in L1 (fewer than L groups leave zero sums)
+  // at most 2048 values per batch, so that the buffer stays in L1. A batch of fewer than L groups leaves
+  // lanes of the reductions that no group reads (SumRuns never mixes lanes); they are kept at zero.
   const int64_t B = std::clamp<int64_t>(2048 / m, 1, L);
   const auto inv_m = hn::Set(d, A(1) / A(m)), veps = hn::Set(d, A(eps)), one = hn::Set(d, A(1));
   auto buf = hwy::AllocateAligned<A>(kBuffer ? size_t(B * m) : 1);
@@ -579,7 +580,7 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
     const int64_t nb = std::min(B, r1 - r);
     const T* HWY_RESTRICT xb = x + r * m;
     T* HWY_RESTRICT yb = y + r * m;
-    for (int64_t q = nb; q < B; ++q) hn::Store(hn::Zero(d), d, red + q * L);  // a last, partial batch
+    for (int64_t q = nb; q < B; ++q) hn::Store(hn::Zero(d), d, red + q * L);  // (a last, short batch)
     // pass 1: per group, c = x - K summed into one vector
     for (int64_t q = 0; q < nb; ++q) {
       const T* HWY_RESTRICT xg = xb + q * m;
