@@ -427,21 +427,28 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
 // parameter so that the tree is unrolled and stays in registers (a first version kept the rounds in an L1
 // buffer: each round then waited for the stores of the one before, and the whole path ran 1.3-1.4x slower
 // than one group at a time).
-template <int W, class D>
-HWY_INLINE hn::Vec<D> SumRuns(D d, hn::Vec<D>* HWY_RESTRICT v) {
+template <int W, bool kSum, class D>
+HWY_INLINE hn::Vec<D> FoldRuns(D d, hn::Vec<D>* HWY_RESTRICT v) {
 #if HWY_TARGET != HWY_SCALAR  // (one lane there: W == 1)
   if constexpr (W > 1) {
     HWY_UNROLL(8)
-    for (int i = 0; i < W / 2; ++i)
-      v[i] = hn::Add(hn::ConcatEven(d, v[2 * i + 1], v[2 * i]), hn::ConcatOdd(d, v[2 * i + 1], v[2 * i]));
-    return SumRuns<W / 2>(d, v);
-  } else {
-    return v[0];
+    for (int i = 0; i < W / 2; ++i) {
+      const auto even = hn::ConcatEven(d, v[2 * i + 1], v[2 * i]);
+      if constexpr (kSum) {
+        v[i] = hn::Add(even, hn::ConcatOdd(d, v[2 * i + 1], v[2 * i]));
+      } else {
+        v[i] = even;
+      }
+    }
+    return FoldRuns<W / 2, kSum>(d, v);
   }
-#else
+#endif
   (void)d;
   return v[0];
-#endif
+}
+template <int W, class D>
+HWY_INLINE hn::Vec<D> SumRuns(D d, hn::Vec<D>* HWY_RESTRICT v) {
+  return FoldRuns<W, true>(d, v);
 }
 
 // The same, from W vectors stored at p.
@@ -453,21 +460,11 @@ HWY_INLINE hn::Vec<D> SumRunsAt(D d, const hn::TFromD<D>* HWY_RESTRICT p) {
   return SumRuns<W>(d, v);
 }
 
-// The same walk keeping the first lane of each run instead of the sum: lane q = run q's first lane.
+// The same walk keeping the first lane of each run instead of the sum (ConcatEven alone): lane q = run q's
+// first lane.
 template <int W, class D>
 HWY_INLINE hn::Vec<D> FirstOfRuns(D d, hn::Vec<D>* HWY_RESTRICT v) {
-#if HWY_TARGET != HWY_SCALAR
-  if constexpr (W > 1) {
-    HWY_UNROLL(8)
-    for (int i = 0; i < W / 2; ++i) v[i] = hn::ConcatEven(d, v[2 * i + 1], v[2 * i]);
-    return FirstOfRuns<W / 2>(d, v);
-  } else {
-    return v[0];
-  }
-#else
-  (void)d;
-  return v[0];
-#endif
+  return FoldRuns<W, false>(d, v);
 }
 
 // m < L: the lane permutes of a batch of m vectors (vector j holds lanes j*L .. j*L + L - 1 of the batch).
