@@ -1,5 +1,6 @@
 // RMSNorm: the worked example, gradchecks, fast vs reference, the f16 overflow case, half precision,
 // determinism, errors, the module.
+#include <cstring>
 #include "norms_test_util.h"
 
 using namespace ng;
@@ -176,34 +177,39 @@ TEST(RMSNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // Rows wider than 2048 floats go through the kernels four at a time (w loaded once for four rows); the
   // arithmetic per row is that of one row at a time, so the bits must be too. 5 rows: one group of four and
   // one single row; against five one-row calls (dweight accumulates across calls, in the same row order).
+  // f16 and bf16 rows (f32 weight and statistics) go four at a time in the backward too.
   const int targets = for_each_target([&] {
-    for (DType dt : {DType::f32, DType::f64}) {
-      const int64_t rows = 5, n = dt == DType::f32 ? 3001 : 1031;
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+      const int64_t rows = 5, n = dt == DType::f64 ? 1031 : 3001;
+      const DType acc = compute_dtype(dt);
       Generator gen{uint64_t(n)};
-      Tensor x = randn({rows, n}, gen, dt), dy = randn({rows, n}, gen, dt), w = randn({n}, gen, dt);
-      auto both = [&]<typename T>() {
-        const T *px = x.data<T>(), *pdy = dy.data<T>(), *pw = w.data<T>();
+      Tensor x = randn({rows, n}, gen).to(dt), dy = randn({rows, n}, gen).to(dt), w = randn({n}, gen, acc);
+      auto both = [&]<typename T, typename A>() {
+        const T *px = x.data<T>(), *pdy = dy.data<T>();
+        const A* pw = w.data<A>();
         std::vector<T> y4(static_cast<size_t>(rows * n)), y1(y4.size()), dx4(y4.size()), dx1(y4.size());
-        std::vector<T> rs4(static_cast<size_t>(rows)), rs1(rs4.size()), dw4(static_cast<size_t>(n), T(0)),
-            dw1(dw4.size(), T(0));
-        norms::rms_norm_forward_rows<T, T>(px, pw, y4.data(), rs4.data(), rows, n, T(1e-5));
-        norms::rms_norm_backward_rows<T, T>(pdy, px, pw, rs4.data(), dx4.data(), dw4.data(), rows, n);
+        std::vector<A> rs4(static_cast<size_t>(rows)), rs1(rs4.size()), dw4(static_cast<size_t>(n), A(0)),
+            dw1(dw4.size(), A(0));
+        norms::rms_norm_forward_rows<T, A>(px, pw, y4.data(), rs4.data(), rows, n, A(1e-5));
+        norms::rms_norm_backward_rows<T, A>(pdy, px, pw, rs4.data(), dx4.data(), dw4.data(), rows, n);
         for (int64_t r = 0; r < rows; ++r) {
-          norms::rms_norm_forward_rows<T, T>(px + r * n, pw, y1.data() + r * n, rs1.data() + r, 1, n,
-                                             T(1e-5));
-          norms::rms_norm_backward_rows<T, T>(pdy + r * n, px + r * n, pw, rs1.data() + r, dx1.data() + r * n,
+          norms::rms_norm_forward_rows<T, A>(px + r * n, pw, y1.data() + r * n, rs1.data() + r, 1, n,
+                                             A(1e-5));
+          norms::rms_norm_backward_rows<T, A>(pdy + r * n, px + r * n, pw, rs1.data() + r, dx1.data() + r * n,
                                               dw1.data(), 1, n);
         }
-        EXPECT_TRUE(y4 == y1) << dtype_name(dt);
+        auto same = [](const std::vector<T>& a, const std::vector<T>& b) {
+          return std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+        };
+        EXPECT_TRUE(same(y4, y1)) << dtype_name(dt);
         EXPECT_TRUE(rs4 == rs1) << dtype_name(dt);
-        EXPECT_TRUE(dx4 == dx1) << dtype_name(dt);
+        EXPECT_TRUE(same(dx4, dx1)) << dtype_name(dt);
         EXPECT_TRUE(dw4 == dw1) << dtype_name(dt);
       };
-      if (dt == DType::f32) {
-        both.template operator()<float>();
-      } else {
-        both.template operator()<double>();
-      }
+      if (dt == DType::f32) both.template operator()<float, float>();
+      if (dt == DType::f64) both.template operator()<double, double>();
+      if (dt == DType::f16) both.template operator()<f16, float>();
+      if (dt == DType::bf16) both.template operator()<bf16, float>();
     }
   });
   EXPECT_GE(targets, 2);
