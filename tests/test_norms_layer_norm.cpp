@@ -1,3 +1,4 @@
+#include <cstring>
 #include <algorithm>
 // LayerNorm: golden values, gradchecks (random shapes, non-contiguous, behind a matmul), fast kernel vs the
 // reference loop on random and hostile rows, half precision, determinism, errors, the module.
@@ -330,44 +331,49 @@ TEST(LayerNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // exception is dweight: a row whose offset from the saved mean needs dweight's second part (fix_dw, which
   // the summation noise of a 3001-wide row can trigger even at mean 0) adds it after its group's first pass,
   // not before the next row's, so dweight is compared to rounding. 5 rows: one group and one single row,
-  // against five one-row calls (dweight and dbias accumulate in the same row order).
+  // against five one-row calls (dweight and dbias accumulate in the same row order). f16 and bf16 rows (f32
+  // weights and statistics) go four at a time too.
   const int targets = for_each_target([&] {
-    for (DType dt : {DType::f32, DType::f64}) {
-      const int64_t rows = 5, n = dt == DType::f32 ? 3001 : 1031;
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+      const int64_t rows = 5, n = dt == DType::f64 ? 1031 : 3001;
+      const DType acc = compute_dtype(dt);
       Generator gen{uint64_t(n)};
-      Tensor x = randn({rows, n}, gen, dt), dy = randn({rows, n}, gen, dt);
-      Tensor w = randn({n}, gen, dt), b = randn({n}, gen, dt);
-      auto both = [&]<typename T>() {
-        const T *px = x.data<T>(), *pdy = dy.data<T>(), *pw = w.data<T>(), *pb = b.data<T>();
+      Tensor x = randn({rows, n}, gen).to(dt), dy = randn({rows, n}, gen).to(dt);
+      Tensor w = randn({n}, gen, acc), b = randn({n}, gen, acc);
+      auto both = [&]<typename T, typename A>() {
+        const T *px = x.data<T>(), *pdy = dy.data<T>();
+        const A *pw = w.data<A>(), *pb = b.data<A>();
         const size_t all = static_cast<size_t>(rows * n);
         std::vector<T> y4(all), y1(all), dx4(all), dx1(all);
-        std::vector<T> m4(static_cast<size_t>(rows)), m1(m4.size()), rs4(m4.size()), rs1(m4.size());
-        std::vector<T> dw4(static_cast<size_t>(n), T(0)), dw1(dw4), db4(dw4), db1(dw4);
-        norms::layer_norm_forward_rows<T, T>(px, pw, pb, y4.data(), m4.data(), rs4.data(), rows, n, T(1e-5));
-        norms::layer_norm_backward_rows<T, T>(pdy, px, pw, m4.data(), rs4.data(), dx4.data(), dw4.data(),
+        std::vector<A> m4(static_cast<size_t>(rows)), m1(m4.size()), rs4(m4.size()), rs1(m4.size());
+        std::vector<A> dw4(static_cast<size_t>(n), A(0)), dw1(dw4), db4(dw4), db1(dw4);
+        norms::layer_norm_forward_rows<T, A>(px, pw, pb, y4.data(), m4.data(), rs4.data(), rows, n, A(1e-5));
+        norms::layer_norm_backward_rows<T, A>(pdy, px, pw, m4.data(), rs4.data(), dx4.data(), dw4.data(),
                                               db4.data(), rows, n);
         for (int64_t r = 0; r < rows; ++r) {
-          norms::layer_norm_forward_rows<T, T>(px + r * n, pw, pb, y1.data() + r * n, m1.data() + r,
-                                               rs1.data() + r, 1, n, T(1e-5));
-          norms::layer_norm_backward_rows<T, T>(pdy + r * n, px + r * n, pw, m1.data() + r, rs1.data() + r,
+          norms::layer_norm_forward_rows<T, A>(px + r * n, pw, pb, y1.data() + r * n, m1.data() + r,
+                                               rs1.data() + r, 1, n, A(1e-5));
+          norms::layer_norm_backward_rows<T, A>(pdy + r * n, px + r * n, pw, m1.data() + r, rs1.data() + r,
                                                 dx1.data() + r * n, dw1.data(), db1.data(), 1, n);
         }
-        EXPECT_TRUE(y4 == y1) << dtype_name(dt);
+        auto same = [](const std::vector<T>& p, const std::vector<T>& q) {
+          return std::memcmp(p.data(), q.data(), p.size() * sizeof(T)) == 0;
+        };
+        EXPECT_TRUE(same(y4, y1)) << dtype_name(dt);
         EXPECT_TRUE(m4 == m1 && rs4 == rs1) << dtype_name(dt);
-        EXPECT_TRUE(dx4 == dx1) << dtype_name(dt);
+        EXPECT_TRUE(same(dx4, dx1)) << dtype_name(dt);
         EXPECT_TRUE(db4 == db1) << dtype_name(dt);
         double worst = 0, scale = 0;
         for (size_t i = 0; i < dw4.size(); ++i) {
           worst = std::max(worst, std::abs(double(dw4[i]) - double(dw1[i])));
           scale = std::max(scale, std::abs(double(dw1[i])));
         }
-        EXPECT_LE(worst, 8 * double(std::numeric_limits<T>::epsilon()) * scale) << dtype_name(dt);
+        EXPECT_LE(worst, 8 * double(std::numeric_limits<A>::epsilon()) * scale) << dtype_name(dt);
       };
-      if (dt == DType::f32) {
-        both.template operator()<float>();
-      } else {
-        both.template operator()<double>();
-      }
+      if (dt == DType::f32) both.template operator()<float, float>();
+      if (dt == DType::f64) both.template operator()<double, double>();
+      if (dt == DType::f16) both.template operator()<f16, float>();
+      if (dt == DType::bf16) both.template operator()<bf16, float>();
     }
   });
   EXPECT_GE(targets, 2);

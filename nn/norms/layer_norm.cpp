@@ -470,11 +470,12 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   // -> 2.01 ms, 4.37 -> 4.26 ms), as it did on the Zen 5 machine where it was introduced.
   const bool prefetch = n * int64_t(sizeof(T)) >= 8192;
   int64_t r = r0;
-  // Wide f32 / f64 rows (w, dweight and dbias past the L1: n > 2048 in f32) four at a time. Measured (AMD
-  // Zen 4, A/B in alternating runs), backward at 1024 x 4096: f32 2.1-2.3 -> 1.9-2.0 ms at 2 threads,
-  // 4.4-4.7 -> 3.5-3.6 ms at 1; but bf16 1.03-1.11 -> 1.32-1.37 ms at 2 threads, so half-precision rows stay
-  // one at a time.
-  if (sizeof(T) == sizeof(A) && int64_t(3 * sizeof(A)) * n > 24576) {
+  // Wide rows (w, dweight and dbias past the L1: n > 2048 in f32) four at a time. Measured (AMD Zen 4, A/B in
+  // alternating runs), backward at 1024 x 4096: f32 2.1-2.3 -> 1.9-2.0 ms at 2 threads, 4.4-4.7 -> 3.5-3.6
+  // ms at 1; bf16 0.888 / 0.894 -> 0.774 / 0.776 ms at 2 threads, 1.68 / 1.71 -> 1.49 / 1.59 ms at 1 (best /
+  // median). (bf16 had measured slower grouped, 1.03-1.11 -> 1.32-1.37 ms, when the one-row and the grouped
+  // loops were separate functions; since they are one kernel it gains.)
+  if (int64_t(3 * sizeof(A)) * n > 24576) {
     r = r0 + (r1 - r0) / 4 * 4;
     LayerNormBackwardRowGroups<4>(dy, x, w, mean, rstd, dx, dw_part, db_part, r0, r, n, prefetch);
   }
