@@ -403,12 +403,13 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
 //   s2     = group sum of ((x - K) - d)^2             rstd = 1 / sqrt(s2 / m + eps)
 //   y      = ((x - K) - d) * rstd * w_c + b_c         w, b loaded as vectors across channels
 //
-// Two shapes of batch, both L groups (fewer in a chunk's last batch):
-//   m < L  (L % m == 0): the batch is m vectors, each holding L/m whole groups. x - K goes to SumRuns as it
-//          is; per-lane values come back with a lane permute (TableLookupLanes, tables in GroupLanes).
-//   m >= L (m % L == 0): each group is m/L whole vectors, first added into one vector per group; SumRuns
-//          then reduces the L group vectors; per-group values come back as broadcasts.
-// x is read and converted once per batch: x - K (later (x - K) - d) waits in a buffer of B * m values in L1.
+// Two shapes of batch in the forward (fewer groups in a chunk's last batch):
+//   m < L  (L % m == 0): L groups in m vectors, each holding L/m whole groups, kept in registers. x - K goes
+//          to SumRuns as it is; per-lane values come back with a lane permute (tables in GroupLanes).
+//   m >= L (m % L == 0): up to L groups of m/L whole vectors, first added into one vector per group;
+//          SumRuns then reduces the group vectors; per-group values come back as broadcasts. The passes
+//          after the first read the batch from L1 (f16/bf16: from a buffer of x - K, converted once).
+// The backward batches the small groups the same way and takes large groups one at a time (see there).
 // A batch may span samples (the groups of all samples are consecutive rows of m values); only w and b
 // depend on the channel, which wraps at C (C % L == 0, so a vector never straddles two samples).
 //
@@ -594,17 +595,17 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
     }
     const auto vd = hn::Mul(SumRunsAt<kL>(d, red), inv_m);  // lane q: group q's d
     hn::Store(vd, d, dbuf);
-    // c = (x - K) - d of group q's vector j
-    auto centred = [&](int64_t q, int64_t j, hn::Vec<D> vdq) {
+    // c = (x - K) - d of group q's vector j (vKq, vdq: group q's K and d)
+    auto centred = [&](int64_t q, int64_t j, hn::Vec<D> vKq, hn::Vec<D> vdq) {
       if constexpr (kBuffer) return hn::Sub(hn::Load(d, cb + q * m + j * L), vdq);
-      return hn::Sub(hn::Sub(LoadAs(d, xb + q * m + j * L), hn::Set(d, ks[q])), vdq);
+      return hn::Sub(hn::Sub(LoadAs(d, xb + q * m + j * L), vKq), vdq);
     };
     // pass 2: c, and its squares summed per group
     for (int64_t q = 0; q < nb; ++q) {
-      const auto vdq = hn::Set(d, dbuf[q]);
+      const auto vKq = hn::Set(d, ks[q]), vdq = hn::Set(d, dbuf[q]);
       auto acc = hn::Zero(d);
       for (int64_t j = 0; j < vpg; ++j) {
-        const auto c = centred(q, j, vdq);
+        const auto c = centred(q, j, vKq, vdq);
         if constexpr (kBuffer) hn::Store(c, d, cb + q * m + j * L);
         acc = hn::MulAdd(c, c, acc);
       }
@@ -616,9 +617,9 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
     int64_t ch = ch0;
     for (int64_t q = 0; q < nb; ++q) {
       T* HWY_RESTRICT yg = yb + q * m;
-      const auto vrsq = hn::Set(d, rbuf[q]), vdq = hn::Set(d, dbuf[q]);
+      const auto vrsq = hn::Set(d, rbuf[q]), vKq = hn::Set(d, ks[q]), vdq = hn::Set(d, dbuf[q]);
       for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, C)) {
-        const auto c = kBuffer ? hn::Load(d, cb + q * m + j * L) : centred(q, j, vdq);
+        const auto c = kBuffer ? hn::Load(d, cb + q * m + j * L) : centred(q, j, vKq, vdq);
         const auto xhat = hn::Mul(c, vrsq);
         StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + ch), hn::LoadU(d, b + ch)), yg + j * L);
       }
@@ -700,15 +701,13 @@ struct BackwardVectors {
 template <class D>
 struct BackwardConstants {
   hn::Vec<D> vdr, k2, k3;
-  BackwardConstants(D d, hn::Vec<D> vrs, hn::Vec<D> sum_c, hn::Vec<D> sum_g, hn::Vec<D> sum_gc,
-                    hn::Vec<D> inv_m) {
+  BackwardConstants(hn::Vec<D> vrs, hn::Vec<D> sum_c, hn::Vec<D> sum_g, hn::Vec<D> sum_gc, hn::Vec<D> inv_m) {
     const auto vd = hn::Mul(sum_c, inv_m);  // the group's offset d = mean - s
     const auto mean_g = hn::Mul(sum_g, inv_m);
     const auto mean_gx = hn::Mul(vrs, hn::NegMulAdd(vd, mean_g, hn::Mul(sum_gc, inv_m)));
     vdr = hn::Neg(hn::Mul(vd, vrs));      // xhat = c * rstd - d * rstd
     k2 = hn::Neg(hn::Mul(vrs, mean_g));   // term 2
     k3 = hn::Neg(hn::Mul(vrs, mean_gx));  // term 3 = xhat * k3
-    (void)d;
   }
 };
 
@@ -738,7 +737,7 @@ void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
       }
     }
     const auto sum_c = SumRuns<W>(d, sc), sum_g = SumRuns<W>(d, sg), sum_gc = SumRuns<W>(d, sgc);
-    const BackwardConstants<D> k(d, vrs, sum_c, sum_g, sum_gc, inv_m);
+    const BackwardConstants<D> k(vrs, sum_c, sum_g, sum_gc, inv_m);
     ch = ch0;
     for (int64_t j = 0; j < nv; ++j, ch = NextChannel(ch, L, v.C)) {
       const auto& sp = lanes.spread[j];
@@ -810,7 +809,7 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
     int64_t ch = ch0;
     for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C))
       v.pass1(off0 + j * L, ch, vs, sc, sg, sgc);
-    const BackwardConstants<D> k(d, vrs, sum(sc), sum(sg), sum(sgc), inv_m);
+    const BackwardConstants<D> k(vrs, sum(sc), sum(sg), sum(sgc), inv_m);
     ch = ch0;
     for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C))
       v.pass2(off0 + j * L, ch, vs, vrs, k.vdr, k.k2, k.k3);
