@@ -31,13 +31,14 @@ Pass run(bool fused, bool layer, const Tensor& x0, const Tensor& a0, double alph
 }  // namespace
 
 TEST(AddNorm, BitwiseTheUnfusedOpsInF32AndF64) {
-  // Rows enough for several parallel chunks and weight-gradient chunks; odd C for the SIMD tails.
+  // Rows enough for several parallel chunks and weight-gradient chunks; odd C for the SIMD tails. 3460 x 200:
+  // more weight-gradient chunks than groups (norm_common.h), so a group adds two chunks into its partial row.
   for (DType dt : {DType::f32, DType::f64}) {
-    for (int64_t C : {7, 64, 257}) {
+    for (int64_t C : {7, 64, 257, 200}) {
       for (double alpha : {1.0, 1.6817928305074290}) {  // 1 (Post-LN) and (2 * 4)^(1/4) (DeepNorm, 4 layers)
         for (bool layer : {true, false}) {
           Generator g(uint64_t(C) * 31 + (layer ? 1 : 2));
-          const Shape shape = {3, 173, C};
+          const Shape shape = {C == 200 ? 20 : 3, 173, C};
           Tensor x = randn(shape, g, dt), a = randn(shape, g, dt, 0.5, 2.0), dy = randn(shape, g, dt);
           Tensor w = randn({C}, g, dt, 1.0, 0.3), b = layer ? randn({C}, g, dt) : Tensor();
           const std::string what = std::string(layer ? "layer" : "rms") + " C=" + std::to_string(C) +

@@ -83,35 +83,26 @@ void add_norm_forward(Norm kind, const T* x, const T* a, bool scale, A alpha, co
 }
 
 // The backward: dh = norm_backward(dy, h) with h rebuilt block by block (as in the forward), in the plain
-// norm's fixed row chunks (norm_common.h: row_chunks), each with its own dweight/dbias partial row, then
-// summed in chunk order. Within a chunk the blocks run in row order into the chunk's partial row, so the sums
-// are those of one call over the whole chunk.
+// norm's fixed row chunks and groups of chunks (norm_common.h: sum_over_chunks), each group with its own
+// dweight/dbias partial row, then summed in group order. Within a chunk the blocks run in row order into the
+// group's partial row, so the sums are those of one call over the whole chunk, as in the plain norm.
 template <typename T, typename A>
 void add_norm_backward(Norm kind, const T* dy, const T* x, const T* a, bool scale, A alpha, const A* w,
                        const A* mean, const A* rstd, T* dh, A* dw, A* db, int64_t rows, int64_t n) {
   const norms::RowChunks chunks = norms::row_chunks(rows, n);
   const int64_t block = sum_block_rows<T>(n);
-  std::vector<A> dw_part(dw ? size_t(chunks.count * n) : 0, A(0));
-  std::vector<A> db_part(db ? size_t(chunks.count * n) : 0, A(0));
-  parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+  norms::sum_over_chunks(chunks, rows, n, dw, db, [&](int64_t r0, int64_t r1, A* dwc, A* dbc) {
     T* h = row_buffer<T>(block * n);
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
-      A* dwc = dw ? dw_part.data() + c * n : nullptr;
-      A* dbc = db ? db_part.data() + c * n : nullptr;
-      for (int64_t q0 = r0; q0 < r1; q0 += block) {
-        const int64_t q1 = std::min(r1, q0 + block);
-        make_sum<T, A>(x + q0 * n, a + q0 * n, scale, alpha, h, (q1 - q0) * n);
-        if (kind == Norm::layer)
-          norms::layer_norm_backward_rows<T, A>(dy + q0 * n, h, w, mean + q0, rstd + q0, dh + q0 * n, dwc,
-                                                dbc, q1 - q0, n);
-        else
-          norms::rms_norm_backward_rows<T, A>(dy + q0 * n, h, w, rstd + q0, dh + q0 * n, dwc, q1 - q0, n);
-      }
+    for (int64_t q0 = r0; q0 < r1; q0 += block) {
+      const int64_t q1 = std::min(r1, q0 + block);
+      make_sum<T, A>(x + q0 * n, a + q0 * n, scale, alpha, h, (q1 - q0) * n);
+      if (kind == Norm::layer)
+        norms::layer_norm_backward_rows<T, A>(dy + q0 * n, h, w, mean + q0, rstd + q0, dh + q0 * n, dwc, dbc,
+                                              q1 - q0, n);
+      else
+        norms::rms_norm_backward_rows<T, A>(dy + q0 * n, h, w, rstd + q0, dh + q0 * n, dwc, q1 - q0, n);
     }
   });
-  if (dw) norms::reduce_partials(dw_part, chunks.count, n, dw);
-  if (db) norms::reduce_partials(db_part, chunks.count, n, db);
 }
 
 // The autograd op for either norm. `n` is the normalized length, weight/bias already checked (bias is

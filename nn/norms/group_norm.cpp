@@ -989,36 +989,21 @@ NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
     bool batches = false;
     NG_NORM_SIMD_CALL_RET(batches, T, GroupNormBatchesEligible, C, S, G);
     if (batches) {
-      // (N, C) input with groups that tile the vectors: fixed chunks of SAMPLES, (C) partials per chunk
+      // (N, C) input with groups that tile the vectors: fixed chunks of SAMPLES, (C) partials per group of
+      // chunks
       const RowChunks chunks = row_chunks(N, C);
-      std::vector<A> dw_part(pdw ? size_t(chunks.count * C) : 0, A(0));
-      std::vector<A> db_part(pdb ? size_t(chunks.count * C) : 0, A(0));
-      parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const int64_t n0 = c * chunks.grain, n1 = std::min(N, n0 + chunks.grain);
-          NG_NORM_SIMD_CALL(T, GroupNormBackwardBatches, hwy_ptr(pdy), hwy_ptr(px), pw, mean.data<A>(),
-                            rstd.data<A>(), hwy_ptr(pdx), pdw ? dw_part.data() + c * C : nullptr,
-                            pdb ? db_part.data() + c * C : nullptr, n0, n1, C, G);
-        }
+      sum_over_chunks(chunks, N, C, pdw, pdb, [&](int64_t n0, int64_t n1, A* dw_part, A* db_part) {
+        NG_NORM_SIMD_CALL(T, GroupNormBackwardBatches, hwy_ptr(pdy), hwy_ptr(px), pw, mean.data<A>(),
+                          rstd.data<A>(), hwy_ptr(pdx), dw_part, db_part, n0, n1, C, G);
       });
-      if (pdw) reduce_partials(dw_part, chunks.count, C, pdw);
-      if (pdb) reduce_partials(db_part, chunks.count, C, pdb);
       return;
     }
-    // Fixed row chunks, each with its own (C) partials for dweight and dbias, summed in chunk order.
+    // Fixed row chunks, (C) partials for dweight and dbias per group of chunks, summed in group order.
     const RowChunks chunks = row_chunks(rows, m);
-    std::vector<A> dw_part(pdw ? size_t(chunks.count * C) : 0, A(0));
-    std::vector<A> db_part(pdb ? size_t(chunks.count * C) : 0, A(0));
-    parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
-        NG_NORM_SIMD_CALL(T, GroupNormBackward, hwy_ptr(pdy), hwy_ptr(px), pw, mean.data<A>(), rstd.data<A>(),
-                          hwy_ptr(pdx), pdw ? dw_part.data() + c * C : nullptr,
-                          pdb ? db_part.data() + c * C : nullptr, r0, r1, C, S, G);
-      }
+    sum_over_chunks(chunks, rows, C, pdw, pdb, [&](int64_t r0, int64_t r1, A* dw_part, A* db_part) {
+      NG_NORM_SIMD_CALL(T, GroupNormBackward, hwy_ptr(pdy), hwy_ptr(px), pw, mean.data<A>(), rstd.data<A>(),
+                        hwy_ptr(pdx), dw_part, db_part, r0, r1, C, S, G);
     });
-    if (pdw) reduce_partials(dw_part, chunks.count, C, pdw);
-    if (pdb) reduce_partials(db_part, chunks.count, C, pdb);
   });
   return gr;
 }

@@ -528,23 +528,15 @@ void layer_norm_forward_fast(const T* x, const A* w, const A* b, T* y, A* mean, 
   });
 }
 
-// The fast backward: fixed row chunks, each with its own dweight/dbias partial row, then an ordered sum.
+// The fast backward: fixed row chunks, dweight/dbias partial rows per group of chunks, then an ordered sum.
 template <typename T, typename A>
 void layer_norm_backward_fast(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx, A* dw,
                               A* db, int64_t rows, int64_t n) {
   const RowChunks chunks = row_chunks(rows, n);
-  std::vector<A> dw_part(dw ? size_t(chunks.count * n) : 0, A(0));
-  std::vector<A> db_part(db ? size_t(chunks.count * n) : 0, A(0));
-  parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
-      NG_NORM_SIMD_CALL(T, LayerNormBackward, hwy_ptr(dy), hwy_ptr(x), w, mean, rstd, hwy_ptr(dx),
-                        dw ? dw_part.data() + c * n : nullptr, db ? db_part.data() + c * n : nullptr, r0, r1,
-                        n);
-    }
+  sum_over_chunks(chunks, rows, n, dw, db, [&](int64_t r0, int64_t r1, A* dw_part, A* db_part) {
+    NG_NORM_SIMD_CALL(T, LayerNormBackward, hwy_ptr(dy), hwy_ptr(x), w, mean, rstd, hwy_ptr(dx), dw_part,
+                      db_part, r0, r1, n);
   });
-  if (dw) reduce_partials(dw_part, chunks.count, n, dw);
-  if (db) reduce_partials(db_part, chunks.count, n, db);
 }
 
 }  // namespace

@@ -16,6 +16,13 @@ RowChunks row_chunks(int64_t rows, int64_t row_len) {
   return c;
 }
 
+ChunkGroups chunk_groups(const RowChunks& chunks) {
+  ChunkGroups g;
+  g.per = (chunks.count + kChunkGroups - 1) / kChunkGroups;
+  g.count = (chunks.count + g.per - 1) / g.per;
+  return g;
+}
+
 void check_float_input(const Tensor& x, const char* op) {
   NG_CHECK(x.defined(), op, "expected an input tensor, got an undefined one");
   NG_CHECK(is_floating(x.dtype()), op, "expected a floating input (f32, f64, f16 or bf16), got ",

@@ -2,13 +2,16 @@
 // per-chunk partial sums (dweight, dbias, BatchNorm statistics).
 //
 // Determinism. A reduction over rows (dweight_j = sum_r dy_rj * xhat_rj) is cut into a FIXED number of row
-// chunks that depends only on the sizes (row_chunks below), never on the thread count. Each chunk writes its
-// own partial row (no atomics, no sharing); the partial rows are then added in chunk order 0, 1, 2, ... So
-// whether one thread runs every chunk or two threads share them, every addition happens in the same order and
-// the result is bitwise the same.
+// chunks that depends only on the sizes (row_chunks below), never on the thread count, and the chunks go in
+// fixed groups of consecutive chunks (chunk_groups). Each group adds its chunks, in order, into its own
+// partial row (no atomics, no sharing); the partial rows are then added in group order 0, 1, 2, ... So
+// whether one thread runs every group or two threads share them, every addition happens in the same order
+// and the result is bitwise the same.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "nn/norms/norm_math.h"
@@ -58,16 +61,56 @@ struct RowChunks {
 };
 RowChunks row_chunks(int64_t rows, int64_t row_len);
 
+// Groups of consecutive chunks, at most kChunkGroups of them. One thread takes a whole group and adds its
+// chunks, in chunk order, into ONE partial row (or, for BatchNorm's statistics, merges them into one row of
+// moments); the final sum then reads one row per group. Why: a partial row is written by one core and read
+// by another, and on a machine whose cores sit far apart every such cache line is a slow trip between them.
+// Measured (AMD EPYC VM, 2 threads, BatchNorm forward at 4096 x 1024): one partial row per chunk (64 rows
+// of 1024 doubles, zero-filled on the calling thread) 0.92-1.0 ms; 16 groups 0.62-0.66 ms. Like the chunks,
+// the groups depend on the sizes only, so the bits do not depend on the thread count. 16 groups keep up to
+// 16 threads busy.
+constexpr int64_t kChunkGroups = 16;
+struct ChunkGroups {
+  int64_t per = 1;                                    // chunks per group (the last may have fewer)
+  int64_t count = 1;                                  // number of groups
+  int64_t first(int64_t g) const { return g * per; }  // first chunk of group g
+  int64_t end(int64_t g, const RowChunks& c) const { return std::min(c.count, (g + 1) * per); }  // one past
+};
+ChunkGroups chunk_groups(const RowChunks& chunks);
+
 // out[j] = part[0][j] + part[1][j] + ... + part[count-1][j], added in that order (part is count x n).
 template <typename A>
-void reduce_partials(const std::vector<A>& part, int64_t count, int64_t n, A* out) {
+void reduce_partials(const A* part, int64_t count, int64_t n, A* out) {
   parallel_for(n, 4096, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) out[j] = 0;
     for (int64_t c = 0; c < count; ++c) {
-      const A* p = part.data() + c * n;
+      const A* p = part + c * n;
       for (int64_t j = j0; j < j1; ++j) out[j] += p[j];
     }
   });
+}
+
+// A backward's sums over rows (dweight, dbias): out_a[j] and out_b[j] (n each; either may be null, then it
+// is not computed). add(r0, r1, pa, pb) ADDS the sums of rows [r0, r1) into pa and pb (null where the output
+// is). Every group's partial rows are zeroed by the thread that fills them, its chunks are added in chunk
+// order, and the groups' rows are summed in group order.
+template <typename A, typename Fn>
+void sum_over_chunks(const RowChunks& chunks, int64_t rows, int64_t n, A* out_a, A* out_b, const Fn& add) {
+  const ChunkGroups groups = chunk_groups(chunks);
+  const auto part_a = std::make_unique_for_overwrite<A[]>(out_a ? size_t(groups.count * n) : 0);
+  const auto part_b = std::make_unique_for_overwrite<A[]>(out_b ? size_t(groups.count * n) : 0);
+  parallel_for(groups.count, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      A* pa = out_a ? part_a.get() + g * n : nullptr;
+      A* pb = out_b ? part_b.get() + g * n : nullptr;
+      if (pa) std::fill_n(pa, n, A(0));
+      if (pb) std::fill_n(pb, n, A(0));
+      for (int64_t k = groups.first(g); k < groups.end(g, chunks); ++k)
+        add(k * chunks.grain, std::min(rows, (k + 1) * chunks.grain), pa, pb);
+    }
+  });
+  if (out_a) reduce_partials(part_a.get(), groups.count, n, out_a);
+  if (out_b) reduce_partials(part_b.get(), groups.count, n, out_b);
 }
 
 // ---- checks shared by the F:: functions (each throws ng::Error naming `op`) ----

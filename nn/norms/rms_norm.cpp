@@ -385,17 +385,13 @@ NormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& rst
     }
     std::vector<A> ones;
     if (!pw) ones.assign(size_t(n), A(1)), pw = ones.data();
-    // Fixed row chunks, one dweight partial row each, summed in chunk order (norm_common.h).
+    // Fixed row chunks, a dweight partial row per group of chunks, summed in group order (norm_common.h).
     const RowChunks chunks = row_chunks(rows, n);
-    std::vector<A> dw_part(pdw ? size_t(chunks.count * n) : 0, A(0));
-    parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t r0 = c * chunks.grain, r1 = std::min(rows, r0 + chunks.grain);
-        NG_NORM_SIMD_CALL(T, RMSNormBackward, hwy_ptr(pdy), hwy_ptr(px), pw, prstd, hwy_ptr(pdx),
-                          pdw ? dw_part.data() + c * n : nullptr, r0, r1, n);
-      }
-    });
-    if (pdw) reduce_partials(dw_part, chunks.count, n, pdw);
+    sum_over_chunks(chunks, rows, n, pdw, static_cast<A*>(nullptr),
+                    [&](int64_t r0, int64_t r1, A* dw_part, A*) {
+                      NG_NORM_SIMD_CALL(T, RMSNormBackward, hwy_ptr(pdy), hwy_ptr(px), pw, prstd,
+                                        hwy_ptr(pdx), dw_part, r0, r1, n);
+                    });
   });
   return gr;
 }
