@@ -242,7 +242,8 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   if (r < r1 && n * int64_t(sizeof(T)) <= 2048) {
     // Short rows (at most 2 KiB of x): software-pipelined, the NEXT row's statistics before this row's
     // output walk. A row's statistics end in a chain of dependent steps (the horizontal sums, a division,
-    // the square root, another division: some 80 cycles of latency) that the output walk must wait for;
+    // the square root, another division; their latencies add up to some 80 cycles by the instruction
+    // tables, not measured: the VM has no cycle counters) that the output walk must wait for;
     // started a row early, the chain runs under the output walk's loads and stores. The same operations per
     // row, so the same bits. Measured (AMD Zen 4, 2 threads, A/B in one process, best): f32 16384 x 256
     // 0.382 -> 0.324 ms, 65536 x 64 0.701 -> 0.637 ms, 8192 x 512 0.310 -> 0.297 ms; bf16 16384 x 256
