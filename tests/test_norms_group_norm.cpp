@@ -183,6 +183,42 @@ TEST(GroupNorm, HostileGroups) {
               2e-3);
 }
 
+TEST(GroupNorm, UnrepresentativeGroupStartsTakeTheCentredPath) {
+  // The per-row kernel (S > 1) takes LayerNorm's statistics (ShiftedRowStatistics in norm_simd-inl.h): a
+  // shift by the mean of the group's first vector, s2/m - d^2, and a centred second pass where that shift
+  // sits far from the mean. The groups of LayerNorm's test for that check: sorted ascending, a large
+  // outlier first, a first vector far from the rest, and mean 1e4 with a start 50 std away.
+  const int64_t G = 4, C = 8, S = 500, m = C / G * S;  // (1, 8, 500): 4 groups of 1000 values
+  std::vector<double> xs(size_t(G * m));
+  Generator gen(12);
+  std::vector<double> r = randn({G * m}, gen, DType::f64).to_vector<double>();
+  std::vector<double> sorted(r.begin(), r.begin() + m);
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < m; ++i) {
+    xs[size_t(i)] = sorted[size_t(i)] * 3.0 + 1.0;
+    xs[size_t(m + i)] = i == 0 ? 1e3 : r[size_t(m + i)];
+    xs[size_t(2 * m + i)] = i < 64 ? 100.0 + r[size_t(2 * m + i)] : r[size_t(2 * m + i)];
+    xs[size_t(3 * m + i)] = 1e4 + 1e-2 * (i < 32 ? 50.0 : r[size_t(3 * m + i)]);
+  }
+  Tensor x = from_vector(xs, {1, C, S}).to(DType::f32);
+  Tensor expect = norms::group_norm_forward(x.to(DType::f64), 1, C, S, G, Tensor(), Tensor(), 1e-8,
+                                            norms::Impl::reference)
+                      .y;
+  const std::vector<double> e = expect.to_vector<double>();
+  const int targets = for_each_target([&] {
+    std::vector<double> y =
+        norms::group_norm_forward(x, 1, C, S, G, Tensor(), Tensor(), 1e-8, norms::Impl::fast)
+            .y.to_vector<double>();
+    for (int64_t g = 0; g < G; ++g) {
+      double worst = 0;
+      for (int64_t i = 0; i < m; ++i)
+        worst = std::max(worst, std::abs(y[size_t(g * m + i)] - e[size_t(g * m + i)]));
+      EXPECT_LT(worst, g == 3 ? 1e-3 : 1e-4) << "group " << g;
+    }
+  });
+  EXPECT_GE(targets, 1);
+}
+
 TEST(GroupNorm, LargeMeanSmallStdBackwardIsRightInF32) {
   // Groups with mean 1e4 and std 1e-2 in f32 through the backward, against the backward done in f64 on the
   // same f32 inputs. As in LayerNorm's test of the same name: a mean rounded to f32 is off by up to

@@ -102,72 +102,6 @@ void layer_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* m
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
-// Row xr's statistics (pass 1, and the centred check): the shift K, d = mean - K and rstd.
-template <class D, typename T>
-HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
-                                       hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out,
-                                       hn::TFromD<D>& rs_out) {
-  using A = hn::TFromD<D>;
-  const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
-  const size_t rest = size_t(n - n_main);
-  const auto tail_mask = hn::FirstN(d, rest);
-
-  // The shift K: the mean of the first min(n, L) values.
-  const auto first = n_main > 0 ? LoadAs(d, xr) : Tail<D, T>(xr, rest).load(d);
-  const A K = ReduceSum(d, first) / A(std::min<int64_t>(n, L));
-  const auto vK = hn::Set(d, K);
-
-  // pass 1: s1 = sum (x - K), s2 = sum (x - K)^2, four accumulators each
-  auto s1a = hn::Zero(d), s1b = hn::Zero(d), s1c = hn::Zero(d), s1d = hn::Zero(d);
-  auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 4 * L <= n_main; i += 4 * L) {
-    const auto c0 = hn::Sub(LoadAs(d, xr + i), vK), c1 = hn::Sub(LoadAs(d, xr + i + L), vK);
-    const auto c2 = hn::Sub(LoadAs(d, xr + i + 2 * L), vK), c3 = hn::Sub(LoadAs(d, xr + i + 3 * L), vK);
-    s1a = hn::Add(s1a, c0);
-    s1b = hn::Add(s1b, c1);
-    s1c = hn::Add(s1c, c2);
-    s1d = hn::Add(s1d, c3);
-    s2a = hn::MulAdd(c0, c0, s2a);
-    s2b = hn::MulAdd(c1, c1, s2b);
-    s2c = hn::MulAdd(c2, c2, s2c);
-    s2d = hn::MulAdd(c3, c3, s2d);
-  }
-  for (; i < n_main; i += L) {
-    const auto c = hn::Sub(LoadAs(d, xr + i), vK);
-    s1a = hn::Add(s1a, c);
-    s2a = hn::MulAdd(c, c, s2a);
-  }
-  if (rest) {
-    const auto c = hn::IfThenElseZero(tail_mask, hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK));
-    s1a = hn::Add(s1a, c);
-    s2a = hn::MulAdd(c, c, s2a);
-  }
-  const A dmean = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d))) / A(n);
-  const A m2 = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d))) / A(n);
-  A var = m2 - dmean * dmean;
-
-  // The check: K far from the mean (d^2 > var / 4, i.e. d^2 > m2 / 5) -> centred second pass from cache.
-  // Also when the sums overflowed (var inf or NaN): the centred pass then gives what the reference gives.
-  if (dmean * dmean * A(5) > m2 || !std::isfinite(var)) {
-    const auto vd = hn::Set(d, dmean);
-    auto acc = Accumulate4(d, xr, n_main, [&](hn::Vec<D> a, hn::Vec<D> v) {
-      const auto c = hn::Sub(hn::Sub(v, vK), vd);
-      return hn::MulAdd(c, c, a);
-    });
-    if (rest) {
-      const auto c =
-          hn::IfThenElseZero(tail_mask, hn::Sub(hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK), vd));
-      acc = hn::MulAdd(c, c, acc);
-    }
-    var = ReduceSum(d, acc) / A(n);
-  }
-  K_out = K;
-  dmean_out = dmean;
-  rs_out = A(1) / std::sqrt(std::max(var, A(0)) + A(eps));
-}
-
 // pass 2 for R rows at once, from x, y (rows n apart): y = (x - K) * rstd + (-d * rstd), then * w + b.
 // Each vector of w and b loaded serves the R rows.
 template <int R, typename T>
@@ -216,7 +150,7 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
   for (int64_t r = r0; r < r1; r += kRows) {
     A K[kRows], dm[kRows], rs[kRows];
     for (int k = 0; k < kRows; ++k) {
-      LayerNormRowStatistics(d, x + (r + k) * n, n, eps, K[k], dm[k], rs[k]);
+      ShiftedRowStatistics(d, x + (r + k) * n, n, eps, K[k], dm[k], rs[k]);
       mean[r + k] = K[k] + dm[k];
       rstd[r + k] = rs[k];
     }
@@ -249,10 +183,10 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // 0.382 -> 0.324 ms, 65536 x 64 0.701 -> 0.637 ms, 8192 x 512 0.310 -> 0.297 ms; bf16 16384 x 256
     // 0.582 -> 0.474 ms, 4096 x 1024 0.396 -> 0.364 ms. With 4 KiB rows (f32 4096 x 1024) it was 4-8% slower.
     A K, dm, rs;
-    LayerNormRowStatistics(d, x + r * n, n, eps, K, dm, rs);
+    ShiftedRowStatistics(d, x + r * n, n, eps, K, dm, rs);
     for (; r < r1; ++r) {
       A K_next = 0, dm_next = 0, rs_next = 0;
-      if (r + 1 < r1) LayerNormRowStatistics(d, x + (r + 1) * n, n, eps, K_next, dm_next, rs_next);
+      if (r + 1 < r1) ShiftedRowStatistics(d, x + (r + 1) * n, n, eps, K_next, dm_next, rs_next);
       mean[r] = K + dm;
       rstd[r] = rs;
       LayerNormOutputRows<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);
@@ -262,7 +196,7 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   }
   for (; r < r1; ++r) {
     A K, dm, rs;
-    LayerNormRowStatistics(d, x + r * n, n, eps, K, dm, rs);
+    ShiftedRowStatistics(d, x + r * n, n, eps, K, dm, rs);
     mean[r] = K + dm;
     rstd[r] = rs;
     LayerNormOutputRows<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);

@@ -15,6 +15,8 @@
 #define NG_NORM_SIMD_INL_H_
 #endif
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -150,6 +152,74 @@ HWY_INLINE hn::Vec<D> Accumulate4(D d, const T* HWY_RESTRICT p, int64_t n_main, 
 template <class D>
 HWY_INLINE hn::TFromD<D> ReduceSum(D d, hn::Vec<D> v) {
   return hn::GetLane(hn::SumOfLanes(d, v));
+}
+
+// The statistics of the n contiguous values at xr, as LayerNorm's forward computes them (layer_norm.cpp,
+// section 3, says why this is safe): one pass for s1 = sum (x - K) and s2 = sum (x - K)^2, K = the mean of
+// the first vector of values, then var = s2 / n - d^2, checked, with a centred second pass where K sits far
+// from the mean. Out: the shift K, d = mean - K and rstd. Also GroupNorm's per-row kernel (group_norm.cpp).
+template <class D, typename T>
+HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
+                                     hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out, hn::TFromD<D>& rs_out) {
+  using A = hn::TFromD<D>;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
+  const size_t rest = size_t(n - n_main);
+  const auto tail_mask = hn::FirstN(d, rest);
+
+  // The shift K: the mean of the first min(n, L) values.
+  const auto first = n_main > 0 ? LoadAs(d, xr) : Tail<D, T>(xr, rest).load(d);
+  const A K = ReduceSum(d, first) / A(std::min<int64_t>(n, L));
+  const auto vK = hn::Set(d, K);
+
+  // pass 1: s1 = sum (x - K), s2 = sum (x - K)^2, four accumulators each
+  auto s1a = hn::Zero(d), s1b = hn::Zero(d), s1c = hn::Zero(d), s1d = hn::Zero(d);
+  auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * L <= n_main; i += 4 * L) {
+    const auto c0 = hn::Sub(LoadAs(d, xr + i), vK), c1 = hn::Sub(LoadAs(d, xr + i + L), vK);
+    const auto c2 = hn::Sub(LoadAs(d, xr + i + 2 * L), vK), c3 = hn::Sub(LoadAs(d, xr + i + 3 * L), vK);
+    s1a = hn::Add(s1a, c0);
+    s1b = hn::Add(s1b, c1);
+    s1c = hn::Add(s1c, c2);
+    s1d = hn::Add(s1d, c3);
+    s2a = hn::MulAdd(c0, c0, s2a);
+    s2b = hn::MulAdd(c1, c1, s2b);
+    s2c = hn::MulAdd(c2, c2, s2c);
+    s2d = hn::MulAdd(c3, c3, s2d);
+  }
+  for (; i < n_main; i += L) {
+    const auto c = hn::Sub(LoadAs(d, xr + i), vK);
+    s1a = hn::Add(s1a, c);
+    s2a = hn::MulAdd(c, c, s2a);
+  }
+  if (rest) {
+    const auto c = hn::IfThenElseZero(tail_mask, hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK));
+    s1a = hn::Add(s1a, c);
+    s2a = hn::MulAdd(c, c, s2a);
+  }
+  const A dmean = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d))) / A(n);
+  const A m2 = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d))) / A(n);
+  A var = m2 - dmean * dmean;
+
+  // The check: K far from the mean (d^2 > var / 4, i.e. d^2 > m2 / 5) -> centred second pass from cache.
+  // Also when the sums overflowed (var inf or NaN): the centred pass then gives what the reference gives.
+  if (dmean * dmean * A(5) > m2 || !std::isfinite(var)) {
+    const auto vd = hn::Set(d, dmean);
+    auto acc = Accumulate4(d, xr, n_main, [&](hn::Vec<D> a, hn::Vec<D> v) {
+      const auto c = hn::Sub(hn::Sub(v, vK), vd);
+      return hn::MulAdd(c, c, a);
+    });
+    if (rest) {
+      const auto c =
+          hn::IfThenElseZero(tail_mask, hn::Sub(hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK), vd));
+      acc = hn::MulAdd(c, c, acc);
+    }
+    var = ReduceSum(d, acc) / A(n);
+  }
+  K_out = K;
+  dmean_out = dmean;
+  rs_out = A(1) / std::sqrt(std::max(var, A(0)) + A(eps));
 }
 
 }  // namespace ng::norms::HWY_NAMESPACE
