@@ -134,3 +134,27 @@ TEST(Factory, Errors) {
       EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
   }
 }
+
+TEST(Storage, AlignmentSmallAndHugeBlocks) {
+  // Every block is 64-byte aligned (SIMD loads); blocks of 32 MiB and more are aligned to 2 MiB so that
+  // they can be transparent huge pages (tensor/storage.cpp). The contents are the caller's to write.
+  for (size_t nbytes : {size_t(1), size_t(100), size_t(1) << 20, (size_t(32) << 20) - 64}) {
+    Storage s(nbytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 64, 0u) << nbytes;
+  }
+  for (size_t nbytes : {size_t(32) << 20, (size_t(40) << 20) + 3}) {
+    Storage s(nbytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 64, 0u) << nbytes;
+#if defined(__linux__)
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % (size_t(2) << 20), 0u) << nbytes;
+#endif
+  }
+  // A tensor on such a block works like any other (its last bytes included).
+  const int64_t n = (int64_t(40) << 20) / 4 + 5;
+  Tensor t = full({n}, 1.5);
+  Tensor u = t * 2.0;
+  const float* pu = u.data<float>();
+  EXPECT_EQ(pu[0], 3.0f);
+  EXPECT_EQ(pu[n - 1], 3.0f);
+  EXPECT_NEAR(sum(u).item(), 3.0 * double(n), 3.0 * double(n) * 1e-6);  // (an f32 sum)
+}
