@@ -2,6 +2,7 @@
 #include "tensor/tensor.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "autograd/engine.h"
@@ -51,6 +52,17 @@ static void copy_convert(const Tensor& dst, const Tensor& src) {
       const S* ps = static_cast<const S*>(src.raw_data());
       for_each_strided<2>(dst.shape(), {dst.strides(), src.strides()},
                           [&](const std::array<int64_t, 2>& o, int64_t n, const std::array<int64_t, 2>& s) {
+                            if constexpr (std::is_same_v<D, S>) {
+                              // Same dtype, contiguous on both sides: the C library's copy (wide
+                              // vector moves, or `rep movsb`). The loop below compiles to 16-byte
+                              // moves at the baseline ISA, and measured 0.21-0.30 ms for 16 MiB on
+                              // 2 threads depending on where the linker put it (the loop crossing a
+                              // 64-byte line or not).
+                              if (s[0] == 1 && s[1] == 1) {
+                                std::memcpy(pd + o[0], ps + o[1], size_t(n) * sizeof(D));
+                                return;
+                              }
+                            }
                             if constexpr (kSimdConvert<D, S>) {
                               if (s[0] == 1 && s[1] == 1) {
                                 parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
