@@ -371,6 +371,59 @@ void bench_norms() {
   }
 }
 
+// GroupNorm on a convolutional feature map (N, C, H, W) = (16, 256, 32, 32), 32 groups: the shape GroupNorm
+// is made for (each group is 8 channels x 1024 positions, contiguous), where the (N, C) entries above take
+// the many-small-groups path instead. 16 MiB in f32, like the shapes above; the same traffic model.
+void bench_group_norm_spatial() {
+  const int64_t N = 16, C = 256, S = 32 * 32, G = 32;
+  const std::string shape = "16x256x32x32";
+  for (ng::DType dt : {ng::DType::f32, ng::DType::bf16}) {
+    const std::string base = "group_norm/" + shape + "/" + ng::dtype_name(dt);
+    if (!selected(base + "/fwd") && !selected(base + "/bwd") && !selected(base + "/fwd+bwd")) continue;
+    if (opt.quick && dt != ng::DType::f32) continue;
+    ng::Generator g(3);
+    const ng::Tensor x = ng::randn({N, C, 32, 32}, g).to(dt), dy = ng::randn({N, C, 32, 32}, g).to(dt);
+    const ng::Tensor w = ng::ones({C}), b = ng::zeros({C});
+    auto forward = [&] { return ng::norms::group_norm_forward(x, N, C, S, G, w, b, 1e-5); };
+    auto backward = [&](const ng::norms::NormStats& st) {
+      return ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, N, C, S, G, true, true, true);
+    };
+    const double E = double(ng::dtype_size(dt)), numel = double(N * C * S);
+    const std::string dname = ng::dtype_name(dt);
+    const ng::norms::NormStats saved = forward();
+    if (selected(base + "/fwd")) {
+      Timing t = time_it([&] { forward(); });
+      emit_bandwidth("group_norm", base + "/fwd", shape, dname, "fwd", numel * E, 2 * numel * E, t);
+    }
+    if (selected(base + "/bwd")) {
+      Timing t = time_it([&] { backward(saved); });
+      emit_bandwidth("group_norm", base + "/bwd", shape, dname, "bwd", numel * E, 3 * numel * E, t);
+    }
+    if (selected(base + "/fwd+bwd")) {
+      Timing t = time_it([&] { backward(forward()); });
+      emit_bandwidth("group_norm", base + "/fwd+bwd", shape, dname, "fwd+bwd", numel * E, 5 * numel * E, t);
+    }
+  }
+}
+
+// An op whose result is a new tensor pays for the result's memory: x.clone() of 16 and 64 MiB (allocate,
+// read x, write the new tensor) against a copy into a tensor that already exists. 16 MiB comes back from
+// the process's heap; 64 MiB is past glibc's largest mmap threshold, so it is fresh memory from the OS on
+// every call, and its first touch faults page by page (tensor/storage.cpp: huge pages where the kernel has
+// them).
+void bench_fresh_output() {
+  for (int64_t mib : {16, 64}) {
+    const std::string name = "fresh_output/" + std::to_string(mib) + "MiB/f32";
+    if (!selected(name)) continue;
+    const int64_t n = (mib << 20) / 4;
+    ng::Generator g(4);
+    const ng::Tensor x = ng::randn({n}, g);
+    Timing t = time_it([&] { ng::Tensor y = x.clone(); });
+    emit_bandwidth("fresh_output", name, std::to_string(mib) + "MiB", "f32", "clone", double(mib << 20),
+                   2 * double(mib << 20), t);
+  }
+}
+
 // Residual add + LayerNorm, y = layer_norm(x + a), fused (F::add_layer_norm, nn/norms/add_norm.h) against
 // the two unfused ops, both through the public ops. Compulsory traffic for the operation:
 //   fwd (autograd off):              read x and a, write y                  3 n E
@@ -649,7 +702,9 @@ int main(int argc, char** argv) {
   bench_copy_curve();
   bench_matmul(peak);
   bench_norms();
+  bench_group_norm_spatial();
   bench_add_norm();
+  bench_fresh_output();
   bench_softmax_loss_adam();
   bench_train_step();
 
