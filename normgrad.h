@@ -9,6 +9,7 @@
 
 #include "tensor/dtype.h"
 #include "tensor/error.h"
+#include "tensor/huge_blocks.h"
 #include "tensor/parallel.h"
 #include "tensor/random.h"
 #include "tensor/shape.h"

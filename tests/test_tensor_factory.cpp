@@ -135,19 +135,20 @@ TEST(Factory, Errors) {
   }
 }
 
-TEST(Storage, AlignmentSmallAndHugeBlocks) {
-  // Every block is 64-byte aligned (SIMD loads); blocks of 32 MiB and more are aligned to 2 MiB so that
-  // they can be transparent huge pages (tensor/storage.cpp). The contents are the caller's to write.
-  for (size_t nbytes : {size_t(1), size_t(100), size_t(1) << 20, (size_t(32) << 20) - 64}) {
+TEST(Storage, AlignmentSmallAndBigBlocks) {
+  // Every block is 64-byte aligned (SIMD loads); big blocks (tensor/huge_blocks.h) start at a 2 MiB
+  // boundary, so that they can sit on transparent huge pages, plus a colour below 4 KiB.
+  for (size_t nbytes : {size_t(1), size_t(100), size_t(1) << 20, kHugeBlockMin - 64}) {
     Storage s(nbytes);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 64, 0u) << nbytes;
   }
-  for (size_t nbytes : {size_t(32) << 20, (size_t(40) << 20) + 3}) {
+  for (size_t nbytes : {kHugeBlockMin, (size_t(40) << 20) + 3}) {
     Storage s(nbytes);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 64, 0u) << nbytes;
-#if defined(__linux__)
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % (size_t(2) << 20), 0u) << nbytes;
-#endif
+    // within the first 4 KiB after a 2 MiB boundary: the block's start, moved by its colour
+    if (huge_blocks_enabled()) {
+      EXPECT_LT(reinterpret_cast<uintptr_t>(s.data()) % kHugePageBytes, 4096u) << nbytes;
+    }
   }
   // A tensor on such a block works like any other (its last bytes included).
   const int64_t n = (int64_t(40) << 20) / 4 + 5;
@@ -157,4 +158,36 @@ TEST(Storage, AlignmentSmallAndHugeBlocks) {
   EXPECT_EQ(pu[0], 3.0f);
   EXPECT_EQ(pu[n - 1], 3.0f);
   EXPECT_NEAR(sum(u).item(), 3.0 * double(n), 3.0 * double(n) * 1e-6);  // (an f32 sum)
+}
+
+TEST(Storage, BigBlocksAreKeptAndReusedUpToTheCap) {
+  if (!huge_blocks_enabled()) GTEST_SKIP() << "big blocks come from malloc in this build (AddressSanitizer)";
+  release_huge_blocks();
+  const size_t big = size_t(16) << 20;
+  auto base = [](void* p) { return reinterpret_cast<uintptr_t>(p) / kHugePageBytes; };  // the 2 MiB block
+  uintptr_t first = 0;
+  {
+    Storage a(big);
+    first = base(a.data());
+    EXPECT_EQ(huge_block_stats().cached_bytes, 0u);
+  }
+  EXPECT_EQ(huge_block_stats().cached_bytes, big);  // kept, not unmapped
+  const size_t reuses = huge_block_stats().reuses;
+  {
+    Storage other(big + (size_t(4) << 20));  // another rounded size: a new mapping
+    EXPECT_NE(base(other.data()), first);
+    Storage again(big - 100);  // rounds to the same 16 MiB: the kept block (with the next colour)
+    EXPECT_EQ(base(again.data()), first);
+    EXPECT_NE(again.data(), other.data());
+    EXPECT_EQ(huge_block_stats().reuses, reuses + 1);
+  }
+  // Freeing more than the cap keeps at most the cap, the newest blocks.
+  {
+    std::vector<std::unique_ptr<Storage>> blocks;
+    for (size_t i = 0; i < kHugeCacheCap / big + 4; ++i) blocks.push_back(std::make_unique<Storage>(big));
+  }
+  EXPECT_LE(huge_block_stats().cached_bytes, kHugeCacheCap);
+  EXPECT_GE(huge_block_stats().cached_bytes, kHugeCacheCap - big);
+  release_huge_blocks();
+  EXPECT_EQ(huge_block_stats().cached_bytes, 0u);
 }
