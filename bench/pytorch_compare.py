@@ -135,6 +135,27 @@ def torch_norm(norm, rows, cols, passes, dtype="f32", param_dtype="f32"):
     return fwd_bwd
 
 
+def torch_group_norm_spatial(passes, dtype="f32", param_dtype="f32"):
+    """F.group_norm on a (16, 256, 32, 32) feature map, 32 groups: the shape GroupNorm is made for."""
+    g = torch.Generator().manual_seed(3)
+    dt = torch.bfloat16 if dtype == "bf16" else torch.float32
+    pdt = torch.bfloat16 if param_dtype == "bf16" else torch.float32
+    x = torch.randn(16, 256, 32, 32, generator=g).to(dt)
+    dy = torch.randn(16, 256, 32, 32, generator=g).to(dt)
+    w, b = torch.ones(256, dtype=pdt), torch.zeros(256, dtype=pdt)
+    if passes == "fwd":
+        def fwd():
+            with torch.no_grad():
+                F.group_norm(x, 32, w, b, 1e-5)
+        return fwd
+    xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+
+    def fwd_bwd():
+        xg.grad = wg.grad = bg.grad = None
+        F.group_norm(xg, 32, wg, bg, 1e-5).backward(dy)
+    return fwd_bwd
+
+
 def torch_add_layer_norm(rows, cols, passes):
     g = torch.Generator().manual_seed(3)
     x, a, dy = (torch.randn(rows, cols, generator=g) for _ in range(3))
@@ -306,6 +327,12 @@ def entries():
                      lambda n=norm, r=rows, c=cols, p=passes: torch_norm(n, r, c, p, "bf16", "f32")),
                     ("F." + norm + " (bf16 weight)",
                      lambda n=norm, r=rows, c=cols, p=passes: torch_norm(n, r, c, p, "bf16", "bf16"))]))
+    for passes in ("fwd", "fwd+bwd"):
+        out.append((f"group_norm/16x256x32x32/f32/{passes}",
+                    [("F.group_norm", lambda p=passes: torch_group_norm_spatial(p))]))
+        out.append((f"group_norm/16x256x32x32/bf16/{passes}", [
+            ("F.group_norm (f32 weight)", lambda p=passes: torch_group_norm_spatial(p, "bf16", "f32")),
+            ("F.group_norm (bf16 weight)", lambda p=passes: torch_group_norm_spatial(p, "bf16", "bf16"))]))
     for rows, cols in NORM_SHAPES[:2]:
         for passes in ("fwd", "fwd+bwd"):
             out.append((f"add_layer_norm/{rows}x{cols}/f32/{passes}",
