@@ -413,10 +413,10 @@ void bench_group_norm_spatial() {
 }
 
 // An op whose result is a new tensor pays for the result's memory: x.clone() of 16 and 64 MiB (allocate,
-// read x, write the new tensor) against a copy into a tensor that already exists. 16 MiB comes back from
-// the process's heap; 64 MiB is past glibc's largest mmap threshold, so it is fresh memory from the OS on
-// every call, and its first touch faults page by page (tensor/storage.cpp: huge pages where the kernel has
-// them).
+// read x, write the new tensor) against a copy into a tensor that already exists. Both sizes are big blocks
+// (tensor/huge_blocks.h): the block freed by one call is handed to the next, already faulted in. Before
+// those, the 64 MiB block came fresh from the OS on every call and faulted page by page (20.8 ms against
+// 3.4 ms for the copy, docs/performance.md, stop 17).
 void bench_fresh_output() {
   for (int64_t mib : {16, 64}) {
     const std::string name = "fresh_output/" + std::to_string(mib) + "MiB/f32";

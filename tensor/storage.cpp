@@ -26,7 +26,6 @@ const bool g_malloc_tuned = [] {
   return true;
 }();
 #endif
-
 }  // namespace
 
 Storage::Storage(size_t nbytes) : nbytes_(nbytes), device_(Device::cpu()) {

@@ -1,4 +1,5 @@
-// Storage: one owned, 64-byte aligned block of memory. Many tensors (views) may share it.
+// Storage: one owned, 64-byte aligned block of memory. Many tensors (views) may share it. Blocks of 8 MiB and
+// more come from tensor/huge_blocks.h (huge pages, kept for reuse), the rest from malloc.
 //
 // The version counter lives here because views share memory: writing through any view changes what
 // every other view sees, so autograd's "was this saved tensor modified in place?" check must see it.
