@@ -3,7 +3,8 @@
 // Every figure is printed next to a baseline measured IN THE SAME RUN, never typed in:
 //   - peak f32 FMA throughput: a register-only FMA loop (bench/peak_fma-inl.h), per thread count;
 //   - a memory copy of the same number of bytes as the benchmarked tensor (read + write, GB/s), and, for
-//     context, a copy that moves as many bytes as the kernel's compulsory traffic (same footprint).
+//     context, a copy that moves as many bytes as the kernel's compulsory traffic (same footprint); both
+//     measured right after each entry, so that entry and baseline see the machine in the same state.
 // Compute-bound work (matmul) is reported as GFLOP/s and % of peak; memory-bound work (norms, softmax,
 // Adam) as GB/s of compulsory traffic (every input read once, every output written once) and as a ratio
 // to the copy's GB/s.
@@ -83,12 +84,14 @@ struct Timing {
   int reps = 0;
 };
 
-Timing time_it(const std::function<void()>& fn) {
+// min_time < 0: opt.min_time (--min-time).
+Timing time_it(const std::function<void()>& fn, double min_time = -1) {
+  if (min_time < 0) min_time = opt.min_time;
   fn();  // warm-up: first-touch page faults, caches, thread pool start
   std::vector<double> t;
   const auto start = Clock::now();
   while (t.size() < 3 ||
-         (std::chrono::duration<double>(Clock::now() - start).count() < opt.min_time && t.size() < 10000)) {
+         (std::chrono::duration<double>(Clock::now() - start).count() < min_time && t.size() < 10000)) {
     const auto t0 = Clock::now();
     fn();
     t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
@@ -192,17 +195,20 @@ struct AlignedBuffer {
   }
 };
 
-double measure_copy_gbps(size_t bytes) {
+double measure_copy_gbps(size_t bytes, double min_time = -1) {
   static AlignedBuffer src, dst;
   if (src.size < bytes) {
     src.resize(bytes, 1);
     dst.resize(bytes, 0);
   }
   const int64_t chunk = 1 << 16;
-  Timing t = time_it([&] {
-    ng::parallel_for(int64_t(bytes), chunk,
-                     [&](int64_t b, int64_t e) { std::memcpy(dst.data + b, src.data + b, size_t(e - b)); });
-  });
+  Timing t = time_it(
+      [&] {
+        ng::parallel_for(int64_t(bytes), chunk, [&](int64_t b, int64_t e) {
+          std::memcpy(dst.data + b, src.data + b, size_t(e - b));
+        });
+      },
+      min_time);
   return 2.0 * double(bytes) / t.best * 1e-9;
 }
 
@@ -282,12 +288,12 @@ void bench_matmul(const std::vector<double>& peak_by_threads) {
 void emit_bandwidth(const std::string& bench, const std::string& name, const std::string& shape,
                     const std::string& dtype, const std::string& pass, double tensor_bytes,
                     double bytes_moved, const Timing& t) {
-  static std::map<std::pair<size_t, int>, double> copy_cache;  // (bytes, threads) -> GB/s
-  auto copy_gbps = [&](size_t bytes) {
-    const auto key = std::make_pair(bytes, ng::num_threads());
-    if (!copy_cache.count(key)) copy_cache[key] = measure_copy_gbps(bytes);
-    return copy_cache[key];
-  };
+  // Both copies are measured right after the entry, not once per run: this shared host switches between a
+  // fast and a slow state that last seconds to minutes (the 16 MiB copy at 91 or 167 GB/s), and a baseline
+  // measured once at the first entry of its size was measured in whichever state the run began in (stop 17:
+  // 100.7 GB/s for every 16 MiB entry of a run whose own copy curve had measured 166.9). A third of
+  // --min-time each is enough for a copy's best repetition.
+  auto copy_gbps = [&](size_t bytes) { return measure_copy_gbps(bytes, opt.min_time / 3); };
   // The baseline: a copy of the main tensor. A second one, for context: a copy that moves the
   // kernel's own compulsory traffic (bytes_moved / 2 copied = bytes_moved read + written), so its data has
   // the kernel's footprint. They differ where the footprints straddle a cache level: with a 32 MiB L3, a
