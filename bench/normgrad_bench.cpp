@@ -300,7 +300,9 @@ void emit_bandwidth(const std::string& bench, const std::string& name, const std
   // 16 MiB tensor's copy (32 MiB touched) runs mostly from L3, while a backward touching x, dy and dx
   // (48 MiB) must stream from DRAM at a quarter of that speed.
   const double copy = copy_gbps(size_t(tensor_bytes));
-  const double copy_same = copy_gbps(size_t(bytes_moved / 2));
+  // (a forward's traffic is one read and one write of the tensor: the same copy, measured once)
+  const double copy_same =
+      size_t(bytes_moved / 2) == size_t(tensor_bytes) ? copy : copy_gbps(size_t(bytes_moved / 2));
   const double gbps = bytes_moved / t.best * 1e-9;
   emit({{"bench", bench},
         {"name", name},

@@ -23,13 +23,15 @@
 
 namespace ng {
 
-#if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(NG_ASAN)
-
 namespace {
-
 size_t round_to_huge(size_t bytes) {
   return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
 }
+}  // namespace
+
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(NG_ASAN)
+
+namespace {
 
 // The start of a block's data is moved by a "colour", a multiple of 64 bytes below 4 KiB that changes from
 // one request to the next: k * 1088 mod 4096 for the k-th request (1088 bytes = 17 cache lines; 17 and the
@@ -53,7 +55,7 @@ void* map_aligned(size_t main) {
   void* base = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return nullptr;
   const uintptr_t b = reinterpret_cast<uintptr_t>(base);
-  const uintptr_t a = (b + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const uintptr_t a = round_to_huge(b);
   if (a > b) munmap(base, a - b);
   if (b + len > a + bytes) munmap(reinterpret_cast<void*>(a + bytes), b + len - (a + bytes));
   void* p = reinterpret_cast<void*>(a);
@@ -166,7 +168,7 @@ void release_huge_blocks() {
 #else  // no mmap / madvise, or AddressSanitizer: Storage never calls take and give
 
 void* huge_block_take(size_t bytes) {
-  return std::aligned_alloc(kHugePageBytes, (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes);
+  return std::aligned_alloc(kHugePageBytes, round_to_huge(bytes));
 }
 void huge_block_give(void* block, size_t) noexcept {
   std::free(block);
