@@ -218,6 +218,32 @@ TEST(ClipGradNorm, ReturnsTotalNormAndClips) {
   expect_error([&] { optim::clip_grad_norm_({a}, 0.0); }, {"clip_grad_norm_: expected max_norm > 0, got 0"});
 }
 
+// The vectorized sum of squares against a plain serial sum in long double, for f32 and f64 gradients of
+// sizes around the vector widths (tails) and one big one, and for a transposed (non-contiguous) gradient.
+TEST(ClipGradNorm, GradNormMatchesASerialSum) {
+  Generator gen(7);
+  for (DType dt : {DType::f32, DType::f64}) {
+    std::vector<Tensor> params;
+    long double want = 0;
+    for (int64_t n : {1, 3, 7, 8, 15, 16, 17, 31, 33, 100003}) {
+      Tensor p = zeros({n}, dt).requires_grad_();
+      Tensor g = randn({n}, gen, dt);
+      p.set_grad(g);
+      for (double v : g.to_vector<double>()) want += (long double)v * v;
+      params.push_back(p);
+    }
+    Tensor q = zeros({5, 9}, dt).requires_grad_();
+    Tensor gt = randn({9, 5}, gen, dt).transpose(0, 1);  // a (5, 9) view, not contiguous
+    ASSERT_FALSE(gt.is_contiguous());
+    q.set_grad(gt);
+    for (double v : gt.to_vector<double>()) want += (long double)v * v;
+    params.push_back(q);
+    const double total = optim::grad_norm(params);
+    EXPECT_NEAR(total, double(std::sqrt(want)), 1e-13 * double(std::sqrt(want))) << dtype_name(dt);
+    EXPECT_GT(total, 300.0);  // ~sqrt(100k): the big gradient was counted
+  }
+}
+
 TEST(LRSchedule, ConstantWarmupCosine) {
   auto c = optim::constant_lr(0.1);
   EXPECT_EQ(c(0), 0.1);
