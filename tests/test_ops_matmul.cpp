@@ -64,9 +64,42 @@ TEST(Matmul, Gradcheck2DBatchedBroadcastAndTransposed) {
   expect_gradcheck([](auto& in) { return matmul(in[0].transpose(-1, -2), in[1]); },
                    {leaf({2, 4, 3}, g), leaf({4, 5}, g)});
   expect_gradcheck([](auto& in) { return matmul(in[0], in[0].t()); }, {leaf({3, 4}, g)});
+  // A column-major (transposed-view) input whose gradient is summed over broadcast batch dims.
+  expect_gradcheck([](auto& in) { return matmul(in[0], in[1].t()); }, {leaf({2, 3, 4}, g), leaf({5, 4}, g)});
+  expect_gradcheck([](auto& in) { return matmul(in[0].t(), in[1]); }, {leaf({4, 3}, g), leaf({2, 4, 5}, g)});
   // Only one side requires grad.
   Tensor w = randn({4, 2}, g, DType::f64);
   expect_gradcheck([w](auto& in) { return matmul(in[0], w); }, {leaf({3, 4}, g)});
+}
+
+// linear's weight enters matmul as weight.t(), a column-major view. Its gradient must reach the weight
+// contiguous (computed as the transposed product, no transposing copy), with the same bits as the plain
+// formula A^T @ dC. Likewise for a column-major left operand.
+TEST(Matmul, ColumnMajorInputGetsItsGradientWithoutACopy) {
+  Generator g(5);
+  const int64_t M = 67, K = 45, N = 38;  // odd sizes: edge tiles on every side
+  Tensor x = randn({M, K}, g), dc = randn({M, N}, g);
+  Tensor w = randn({N, K}, g).requires_grad_();  // (out, in), used as w.t()
+  {
+    // The gradient MatmulBackward hands to w.t() has w.t()'s own layout: column-major.
+    Tensor y = matmul(x, w.t());
+    const std::vector<Tensor> grads = y.grad_fn()->apply(dc);
+    ASSERT_EQ(grads.size(), 2u);
+    EXPECT_EQ(grads[1].shape(), (Shape{K, N}));
+    EXPECT_EQ(grads[1].stride(0), 1);
+    EXPECT_EQ(grads[1].stride(1), K);
+  }
+  sum(matmul(x, w.t()) * dc).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_TRUE(w.grad().is_contiguous());
+  Tensor want = matmul(x.t(), dc).t();  // A^T @ dC, (K, N) row-major, transposed to (N, K)
+  EXPECT_TRUE(bitwise_equal(w.grad(), want.contiguous()));
+
+  Tensor at = randn({K, M}, g).requires_grad_();  // a = at.t(): (M, K) column-major
+  Tensor b = randn({K, N}, g);
+  sum(matmul(at.t(), b) * dc).backward();
+  EXPECT_TRUE(at.grad().is_contiguous());
+  EXPECT_TRUE(bitwise_equal(at.grad(), matmul(dc, b.t()).t().contiguous()));  // dC @ B^T, transposed
 }
 
 TEST(Matmul, LargeSameAtOneAndTwoThreads) {
