@@ -37,6 +37,30 @@ TEST(Elementwise, ForwardHandComputed) {
   EXPECT_NEAR(gelu(tensor({-3.0}, DType::f64)).item(), -0.0036373920817729943, 1e-15);
 }
 
+// A tensor with a Python-style scalar (a 0-dim tensor broadcast with stride 0) takes the SIMD scalar path
+// (ops/elementwise.cpp): the values must be those of the plain loop, f32 and f64, on both sides.
+TEST(Elementwise, ScalarOperandOnEitherSide) {
+  Generator g(12);
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor x = add(rand({3, 37}, g, dt), 0.25);
+    const std::vector<double> xv = x.to_vector<double>();
+    auto check = [&](const Tensor& y, const char* what, auto f) {
+      const std::vector<double> yv = y.to_vector<double>();
+      ASSERT_EQ(yv.size(), xv.size());
+      for (size_t i = 0; i < xv.size(); ++i) {
+        const double want = dt == DType::f32 ? double(float(f(float(xv[i])))) : f(xv[i]);
+        ASSERT_EQ(yv[i], want) << what << " " << dtype_name(dt) << " element " << i;
+      }
+    };
+    const Tensor s = scalar_tensor(0.3, dt);
+    check(mul(x, 0.3), "x * 0.3", [](auto v) { return v * decltype(v)(0.3); });
+    check(add(x, 0.3), "x + 0.3", [](auto v) { return v + decltype(v)(0.3); });
+    check(sub(s, x), "0.3 - x", [](auto v) { return decltype(v)(0.3) - v; });
+    check(div(s, x), "0.3 / x", [](auto v) { return decltype(v)(0.3) / v; });
+    check(div(x, s), "x / 0.3", [](auto v) { return v / decltype(v)(0.3); });
+  }
+}
+
 TEST(Elementwise, BroadcastShapes) {
   Tensor a = arange(0.0, 6.0, 1.0, DType::f64).reshape({2, 3});
   Tensor col = tensor({10.0, 20.0}, DType::f64).reshape({2, 1});

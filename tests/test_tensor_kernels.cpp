@@ -140,6 +140,17 @@ TEST(Kernels, ElementwiseMatchesScalarOnEveryTarget) {
       for (int64_t k = 0; k < n; ++k) EXPECT_EQ(y[k], pa[k] * pb[k]);
       ASSERT_TRUE(simd::unary(0, pa, y.data(), n));  // neg
       for (int64_t k = 0; k < n; ++k) EXPECT_EQ(y[k], -pa[k]);
+      // One operand a broadcast scalar, on either side, for all four ops (sub and div are not symmetric).
+      const float s = pb[0];
+      for (int op = 0; op < 4; ++op) {
+        auto ref = [op](float u, float v) {
+          return op == 0 ? u + v : op == 1 ? u - v : op == 2 ? u * v : u / v;
+        };
+        simd::binary_scalar_b(op, pa, &s, y.data(), n);
+        for (int64_t k = 0; k < n; ++k) ASSERT_EQ(y[k], ref(pa[k], s)) << "op " << op << " n " << n;
+        simd::binary_scalar_a(op, &s, pa, y.data(), n);
+        for (int64_t k = 0; k < n; ++k) ASSERT_EQ(y[k], ref(s, pa[k])) << "op " << op << " n " << n;
+      }
     }
   });
 }

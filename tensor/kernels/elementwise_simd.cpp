@@ -16,23 +16,27 @@ namespace ng::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-template <typename T>
+// kScalarA / kScalarB: that operand is one value repeated over the run (a broadcast scalar, stride 0: e.g.
+// attention's att * (1 / sqrt(head size)) or 1 - x), loaded once into every lane.
+template <typename T, bool kScalarA, bool kScalarB>
 void BinaryT(int op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n) {
   const hn::ScalableTag<T> d;
   const int64_t L = int64_t(hn::Lanes(d));
   int64_t i = 0;
+  [[maybe_unused]] const auto sa = hn::Set(d, kScalarA ? a[0] : T(0));
+  [[maybe_unused]] const auto sb = hn::Set(d, kScalarB ? b[0] : T(0));
   // The switch is outside the loop: one tight loop per op.
-#define NG_BINARY_LOOP(EXPR)                                                   \
-  for (; i + L <= n; i += L) {                                                 \
-    const auto va = hn::LoadU(d, a + i);                                       \
-    const auto vb = hn::LoadU(d, b + i);                                       \
-    hn::StoreU(EXPR, d, y + i);                                                \
-  }                                                                            \
-  if (i < n) {                                                                 \
-    const size_t rest = size_t(n - i); /* tail via a buffer: see tail-inl.h */ \
-    const auto va = LoadTail(d, a + i, rest);                                  \
-    const auto vb = LoadTail(d, b + i, rest, T(1)); /* 1: no 0/0 in div */     \
-    StoreTail(EXPR, d, y + i, rest);                                           \
+#define NG_BINARY_LOOP(EXPR)                                                               \
+  for (; i + L <= n; i += L) {                                                             \
+    const auto va = kScalarA ? sa : hn::LoadU(d, a + i);                                   \
+    const auto vb = kScalarB ? sb : hn::LoadU(d, b + i);                                   \
+    hn::StoreU(EXPR, d, y + i);                                                            \
+  }                                                                                        \
+  if (i < n) {                                                                             \
+    const size_t rest = size_t(n - i); /* tail via a buffer: see tail-inl.h */             \
+    const auto va = kScalarA ? sa : LoadTail(d, a + i, rest);                              \
+    const auto vb = kScalarB ? sb : LoadTail(d, b + i, rest, T(1)); /* 1: no 0/0 in div */ \
+    StoreTail(EXPR, d, y + i, rest);                                                       \
   }
   // clang-format off
   switch (op) {
@@ -152,8 +156,15 @@ bool UnaryBackwardT(int op, const T* HWY_RESTRICT x, const T* HWY_RESTRICT y, co
 }
 
 // clang-format off
-void BinaryF32(int op, const float* a, const float* b, float* y, int64_t n) { BinaryT(op, a, b, y, n); }
-void BinaryF64(int op, const double* a, const double* b, double* y, int64_t n) { BinaryT(op, a, b, y, n); }
+// scalar: 0 both operands are runs, 1 a is a broadcast scalar, 2 b is.
+template <typename T>
+void BinaryAnyT(int op, int scalar, const T* a, const T* b, T* y, int64_t n) {
+  if (scalar == 1) BinaryT<T, true, false>(op, a, b, y, n);
+  else if (scalar == 2) BinaryT<T, false, true>(op, a, b, y, n);
+  else BinaryT<T, false, false>(op, a, b, y, n);
+}
+void BinaryF32(int op, int scalar, const float* a, const float* b, float* y, int64_t n) { BinaryAnyT(op, scalar, a, b, y, n); }
+void BinaryF64(int op, int scalar, const double* a, const double* b, double* y, int64_t n) { BinaryAnyT(op, scalar, a, b, y, n); }
 bool UnaryF32(int op, const float* x, float* y, int64_t n) { return UnaryT(op, x, y, n); }
 bool UnaryF64(int op, const double* x, double* y, int64_t n) { return UnaryT(op, x, y, n); }
 // clang-format on
@@ -177,10 +188,22 @@ HWY_EXPORT(UnaryF32);
 HWY_EXPORT(UnaryF64);
 
 void binary(int op, const float* a, const float* b, float* y, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, b, y, n);
+  HWY_DYNAMIC_DISPATCH(BinaryF32)(op, 0, a, b, y, n);
 }
 void binary(int op, const double* a, const double* b, double* y, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(BinaryF64)(op, a, b, y, n);
+  HWY_DYNAMIC_DISPATCH(BinaryF64)(op, 0, a, b, y, n);
+}
+void binary_scalar_a(int op, const float* a, const float* b, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryF32)(op, 1, a, b, y, n);
+}
+void binary_scalar_a(int op, const double* a, const double* b, double* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryF64)(op, 1, a, b, y, n);
+}
+void binary_scalar_b(int op, const float* a, const float* b, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryF32)(op, 2, a, b, y, n);
+}
+void binary_scalar_b(int op, const double* a, const double* b, double* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryF64)(op, 2, a, b, y, n);
 }
 // clang-format off
 bool unary(int op, const float* x, float* y, int64_t n) { return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n); }

@@ -9,6 +9,11 @@ namespace ng::simd {
 // y[i] = a[i] (op) b[i], op: 0 add, 1 sub, 2 mul, 3 div.
 void binary(int op, const float* a, const float* b, float* y, int64_t n);
 void binary(int op, const double* a, const double* b, double* y, int64_t n);
+// The same with one operand a broadcast scalar: y[i] = a[0] (op) b[i], or y[i] = a[i] (op) b[0].
+void binary_scalar_a(int op, const float* a, const float* b, float* y, int64_t n);
+void binary_scalar_a(int op, const double* a, const double* b, double* y, int64_t n);
+void binary_scalar_b(int op, const float* a, const float* b, float* y, int64_t n);
+void binary_scalar_b(int op, const double* a, const double* b, double* y, int64_t n);
 
 // y[i] = op(x[i]) for the ops that have a SIMD version; returns false (and does nothing) otherwise.
 // op numbering follows ops/elementwise.cpp's Un enum.

@@ -69,10 +69,12 @@ Tensor binary_kernel(const Tensor& a, const Tensor& b, Bin op, const char* name)
                           T* y = po + o[0];
                           const T* x0 = pa + o[1];
                           const T* x1 = pb + o[2];
-                          // Fast path: both contiguous, or one a broadcast scalar (Highway kernels).
-                          if (s[0] == 1 && s[1] == 1 && s[2] == 1 && op <= Bin::div) {
-                            simd::binary(int(op), x0, x1, y, n);
-                            return;
+                          // Fast paths (Highway kernels): both runs contiguous, or one of them a
+                          // broadcast scalar (stride 0: x * 0.5, 1 - x, attention's scaling).
+                          if (s[0] == 1 && op <= Bin::div) {
+                            if (s[1] == 1 && s[2] == 1) return simd::binary(int(op), x0, x1, y, n);
+                            if (s[1] == 0 && s[2] == 1) return simd::binary_scalar_a(int(op), x0, x1, y, n);
+                            if (s[1] == 1 && s[2] == 0) return simd::binary_scalar_b(int(op), x0, x1, y, n);
                           }
                           for (int64_t i = 0; i < n; ++i)
                             y[i * s[0]] = bin_apply(op, x0[i * s[1]], x1[i * s[2]]);
