@@ -4,6 +4,7 @@
 
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
+#include "nn/rope_simd.h"
 #include "tensor/device_kernels.h"
 #include "tensor/parallel.h"
 
@@ -49,23 +50,12 @@ Tensor rotate(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t, double 
     const F* ps = sin_t.data<F>();
     F* po = out.data<F>();
     const F sg = F(sign);
-    // One (b, t) row of NH heads per work item.
+    // One (b, t) row of NH heads per work item; the rotation itself: nn/rope_simd.h (the plain loop there is
+    // the reference the tests hold this to, bit for bit).
     parallel_for(B * T, 16, [&](int64_t begin, int64_t end) {
       for (int64_t bt = begin; bt < end; ++bt) {
         const int64_t t = bt % T;
-        const F* c = pc + t * half;
-        const F* s = ps + t * half;
-        for (int64_t h = 0; h < NH; ++h) {
-          const F* x1 = px + (bt * NH + h) * HS;  // first half of the head
-          const F* x2 = x1 + half;                // second half
-          F* o1 = po + (bt * NH + h) * HS;
-          F* o2 = o1 + half;
-          for (int64_t i = 0; i < half; ++i) {
-            const F sn = sg * s[i];
-            o1[i] = x1[i] * c[i] - x2[i] * sn;
-            o2[i] = x2[i] * c[i] + x1[i] * sn;
-          }
-        }
+        simd::rope_rotate_row(px + bt * NH * HS, pc + t * half, ps + t * half, sg, po + bt * NH * HS, NH, HS);
       }
     });
   });

@@ -4,10 +4,39 @@
 #include <cmath>
 
 #include "normgrad.h"
+#include "nn/rope_simd.h"
 #include "ops_test_util.h"
+#include "simd_targets.h"
 
 using namespace ng;
 using ng::testing::expect_error;
+
+// The SIMD rotation (nn/rope_simd.cpp) against the plain loop, bit for bit, on every target: head sizes
+// with and without a partial last vector, both signs (forward and backward), f32 and f64.
+template <typename F>
+void expect_simd_rotation_is_the_loop() {
+  Generator g(21);
+  const DType dt = sizeof(F) == 8 ? DType::f64 : DType::f32;
+  for (int64_t HS : {2, 6, 16, 30, 64, 66, 130}) {
+    const int64_t NH = 3, half = HS / 2;
+    const Tensor x = randn({NH * HS}, g, dt), c = randn({half}, g, dt), s = randn({half}, g, dt);
+    for (F sign : {F(1), F(-1)}) {
+      std::vector<F> want(size_t(NH * HS)), got(size_t(NH * HS));
+      rope_rotate_row_reference(x.data<F>(), c.data<F>(), s.data<F>(), sign, want.data(), NH, HS);
+      const int targets = ng::testing::for_each_target([&] {
+        std::fill(got.begin(), got.end(), F(0));
+        simd::rope_rotate_row(x.data<F>(), c.data<F>(), s.data<F>(), sign, got.data(), NH, HS);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << "HS " << HS << " sign " << sign << " element " << i;
+      });
+      EXPECT_GE(targets, 1);
+    }
+  }
+}
+TEST(Rope, SimdRotationIsThePlainLoopBitForBit) {
+  expect_simd_rotation_is_the_loop<float>();
+  expect_simd_rotation_is_the_loop<double>();
+}
 
 TEST(Rope, MatchesReferenceLoopAndKeepsNorms) {
   Generator g(1);
