@@ -172,8 +172,16 @@ TEST(Gemm, EmptyKGivesZeroOrLeavesCUnchanged) {
   for (float c : C) EXPECT_EQ(c, 0.0f);
 }
 
-TEST(Gemm, OneAndTwoThreadsAreBitwiseEqual) {
-  // Big enough to use both threads and several k-blocks; every form, f32 and f64.
+TEST(Gemm, MatchesNaiveAcrossPackedBSuperblocks) {
+  // op(B) wider than the packed-B buffer holds for all k-blocks at once (8 MiB): 65 panels x kc 700 is
+  // ~5.8 MiB per k-block, so K = 2100 runs as three superblocks, each packed in bands of rows (the last
+  // band of each k-block short) with the write prefetch running past its block.
+  sweep_shapes<float>({1, 13}, {2049}, {2100});
+  sweep_shapes<double>({5}, {1030}, {2100});
+}
+
+TEST(Gemm, OneTwoAndThreeThreadsAreBitwiseEqual) {
+  // Big enough to use every thread and several k-blocks; every form, f32 and f64.
   const int before = num_threads();
   for (int form = 0; form < 4; ++form) {
     const bool ta = form & 1, tb = form & 2;
@@ -187,6 +195,24 @@ TEST(Gemm, OneAndTwoThreadsAreBitwiseEqual) {
     auto d2 = run_fast(p64, false);
     EXPECT_EQ(0, std::memcmp(f1.data(), f2.data(), f1.size() * sizeof(float))) << "f32 form " << form;
     EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(double))) << "f64 form " << form;
+    // 3 threads, and a taller C: 1000 rows are 84 A-panels, in 17 rows of tiles of up to 5 panels that
+    // become 18 for 2 threads and 30 (up to 3 panels) for 3: the rows of tiles are rounded up to a multiple
+    // of the thread count and the panels spread over them. Different tiles; the same bits.
+    set_num_threads(3);
+    auto f3 = run_fast(p32, true);
+    auto d3 = run_fast(p64, false);
+    EXPECT_EQ(0, std::memcmp(f1.data(), f3.data(), f1.size() * sizeof(float))) << "f32 form " << form;
+    EXPECT_EQ(0, std::memcmp(d1.data(), d3.data(), d1.size() * sizeof(double))) << "f64 form " << form;
+    auto tall = make_problem<float>(ta, tb, 1000, 70, 90, 2, 27 + form);
+    std::vector<float> by_threads[3];
+    for (int t = 1; t <= 3; ++t) {
+      set_num_threads(t);
+      by_threads[t - 1] = run_fast(tall, false);
+    }
+    for (int t = 2; t <= 3; ++t)
+      EXPECT_EQ(0, std::memcmp(by_threads[0].data(), by_threads[t - 1].data(), by_threads[0].size() * 4))
+          << "f32 1000 rows, form " << form << ", " << t << " threads";
+    expect_close(tall, false, "1000 rows, 3 threads, form " + std::to_string(form));
   }
   set_num_threads(before);
 }

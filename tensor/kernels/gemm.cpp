@@ -9,7 +9,7 @@
 //
 //   for each k-superblock (several k-blocks of kc <= 1024; kc depends on K only, see Determinism):
 //     pack op(B) for it into B-panels of NR columns, k-major: Bp[k * NR + c]   (shared by the threads)
-//     for each macro-tile of C (a few A-panels of MR rows x a range of B-panels), dynamically in parallel:
+//     for each macro-tile of C (a few A-panels of MR rows x a range of B-panels), in parallel:
 //       for each k-block:
 //         pack the tile's rows of op(A) for this block into A-panels            (this thread's own)
 //         for each sweep of B-panels that fits in half of L2:
@@ -49,7 +49,7 @@
 // Determinism: each C element is a sum over k in a fixed order: in k order inside a block (one register
 // accumulator), then block after block in order. kc depends only on K, no k-range is split across
 // threads, and each C element belongs to exactly one macro-tile. So how tiles are handed to threads
-// (even dynamically) cannot change a single bit of the result: 1 and 2 threads agree bitwise. (Across
+// cannot change a single bit of the result: 1 and 2 threads agree bitwise. (Across
 // machines the result can differ in the last bits: SSE4 has no FMA, so MulAdd rounds twice there.)
 //
 // Sizes on AVX-512 (32 registers): MR = 12, NV = 2 -> 24 accumulators + 2 B vectors + 1 broadcast.
@@ -67,6 +67,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#endif
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>  // __get_cpuid, for PrefetchForWrite
 #endif
 
 #include "hwy/aligned_allocator.h"
@@ -191,15 +195,59 @@ HWY_INLINE void Transpose128(const T* HWY_RESTRICT src, int64_t lds, T* HWY_REST
 #endif
 }
 
-// Row k of op(B) (the stored row k0 + k of B, !trans_b) copied into row k of every B-panel:
-//   Bp[pb * b_panel_size + k * NR + c] = B[(k0 + k) * ldb + pb * NR + c]. Columns past N are 0.
-// Sweeping B row by row reads memory sequentially (a panel-by-panel sweep would jump ldb every NR numbers).
+// ---- packing op(B) = B, shared by the threads, and the other core's copy of it ----
+//
+// The packed op(B) is one buffer that every thread reads, and each thread packs its share of it (rows of
+// B) before the tiles start. So the lines a thread writes now were read by the other thread in the
+// previous GEMM, and sit in its cache: each store must first take the line away from there. On a CPU whose
+// two cores share an L3 that is cheap. This machine is a VM whose two vCPUs the host moves around: part of
+// the time they sit on different core complexes (CCDs) of the AMD EPYC, each with its own L3, and a
+// core-to-core round trip takes ~330 ns instead of ~55 ns (normgrad_bench's round_trip baseline,
+// docs/performance.md, stop 19). Then these stores wait on the other CCD one by one: perf put the
+// training step's extra 8-10 ms in that state mostly on this store.
+//
+// So the packing announces its stores ahead: PREFETCHW asks for the line in the "about to be written"
+// state two bands (2 kPackRows rows) ahead of the copy, and the other CCD's copy is being dropped while
+// the copy works on earlier lines. Measured with the static schedule of the tiles (below), exp2's training
+// step on 2 threads, medians of steps classified by the round trip around each: slow state 70.3 -> 67.4 ms
+// (the fast state 60.5 -> 61.0 ms, which the even split of the tiles then more than won back).
+//
+// PrefetchForWrite(p, count): PREFETCHW for the lines of p[0 .. count), where the CPU has the instruction
+// (CPUID 0x80000001, ECX bit 8: AMD since K8, Intel since Broadwell); elsewhere nothing.
+#if HWY_ARCH_X86 && defined(__GNUC__)
+inline const bool kCpuHasPrefetchW = [] {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 8)) != 0;
+}();
+#endif
 template <typename T>
-void PackBRow(const T* HWY_RESTRICT B, int64_t ldb, int64_t N, int64_t k0, int64_t k, int64_t NR,
-              int64_t b_panels, int64_t b_panel_size, T* HWY_RESTRICT Bp) {
-  const T* src = B + (k0 + k) * ldb;
-  for (int64_t pb = 0; pb < b_panels; ++pb)
-    CopyRow(src + pb * NR, std::min(NR, N - pb * NR), Bp + pb * b_panel_size + k * NR, NR);
+HWY_INLINE void PrefetchForWrite(T* p, int64_t count) {
+#if HWY_ARCH_X86 && defined(__GNUC__)
+  if (!kCpuHasPrefetchW) return;
+  for (int64_t i = 0; i < count; i += 64 / int64_t(sizeof(T)))
+    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(p + i)));
+#else
+  (void)p;
+  (void)count;
+#endif
+}
+
+// Rows [k0, k1) of op(B) (stored rows of B, !trans_b), columns [j0, j0 + NR), copied into one B-panel:
+//   Bp[k * NR + c] = B[(k0 + k) * ldb + j0 + c]. Columns past N are 0. `ahead`: where to PREFETCHW the same
+// number of rows, or null.
+// GemmT packs op(B) in bands of kPackRows rows: the pieces of a band (one per panel), then the next band.
+// Each piece's stores are contiguous (kPackRows x NR numbers), and the band's rows stay in L1 while its
+// panels are filled. A thread's share is a range of bands: rows of B that, in the trainers, it wrote
+// itself in the previous op (the row-parallel kernels give it the same rows).
+constexpr int64_t kPackRows = 16;
+template <typename T>
+void PackBPiece(const T* HWY_RESTRICT B, int64_t ldb, int64_t N, int64_t k0, int64_t k1, int64_t j0,
+                int64_t NR, T* HWY_RESTRICT Bp, T* ahead) {
+  const int64_t cols = std::min(NR, N - j0);
+  for (int64_t k = k0; k < k1; ++k) {
+    if (ahead) PrefetchForWrite(ahead + (k - k0) * NR, NR);
+    CopyRow(B + k * ldb + j0, cols, Bp + (k - k0) * NR, NR);
+  }
 }
 
 // One B-panel of op(B) = B^T (B stored N x K): rows [k0, k0 + kc) of op(B), columns [j0, j0 + NR), as
@@ -379,13 +427,18 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   const int64_t blocks_per_super =
       std::clamp<int64_t>(kPackedBBytes / (b_block_size * int64_t(sizeof(T))), 1, k_blocks);
 
-  // Macro-tiles: tile_a A-panels (rows of C) x a range of B-panels (columns of C). Aim for ~8 tiles per
-  // thread so that a dynamic schedule evens out a busy core. The tiling decides which thread adds to
-  // which C element, never the order of any sum, so it may depend on the thread count.
+  // Macro-tiles: tile_a A-panels (rows of C) x a range of B-panels (columns of C), ~8 per thread. The
+  // tiling decides which thread adds to which C element, never the order of any sum, so it may depend on
+  // the thread count.
   int threads = std::min(num_threads(), max_threads);
   if (double(M) * double(N) * double(K) < 64.0 * 64.0 * 64.0) threads = 1;  // not worth waking threads
+  // Rows of tiles: at most tile_a A-panels each, as many per thread (the static schedule below hands each
+  // thread a contiguous range of them), the panels spread evenly over them (sizes differ by at most one).
+  // Tiles of exactly tile_a left the last one short: M = 1024 is 86 A-panels, 18 tiles of 5, so 45 panels
+  // for one thread and 41 for the other.
   const int64_t tile_a = std::clamp<int64_t>(a_panels / (8 * threads), 1, 8);
-  const int64_t tiles_m = (a_panels + tile_a - 1) / tile_a;
+  int64_t tiles_m = (a_panels + tile_a - 1) / tile_a;
+  if (tiles_m % threads != 0) tiles_m = std::min(a_panels, tiles_m + threads - tiles_m % threads);
   const int64_t tiles_n = std::clamp<int64_t>((8 * threads + tiles_m - 1) / tiles_m, 1, b_panels);
   const int64_t tile_b = (b_panels + tiles_n - 1) / tiles_n;
   const int64_t tiles = tiles_m * tiles_n;
@@ -410,18 +463,23 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
 
     for (int64_t kb0 = 0; kb0 < k_blocks; kb0 += blocks_per_super) {
       const int64_t kb1 = std::min(k_blocks, kb0 + blocks_per_super);
-      const int64_t ks0 = kb0 * kc_max, ks1 = std::min(K, kb1 * kc_max);  // the k-range of this superblock
 
-      // 1) Pack op(B) for k in [ks0, ks1), shared by all threads. k-block kb's panels start at
+      // 1) Pack op(B) for the k-blocks [kb0, kb1), shared by all threads. k-block kb's panels start at
       //    Bp + (kb - kb0) * b_block_size.
       if (!trans_b) {
+        // Bands of kPackRows rows, the same number in each k-block (the last band of a block may be short).
+        const int64_t bands_per_block = (kc_max + kPackRows - 1) / kPackRows;
+        const int64_t bands = (kb1 - kb0) * bands_per_block;
 #if defined(NORMGRAD_OPENMP)
 #pragma omp for schedule(static)
 #endif
-        for (int64_t k = ks0; k < ks1; ++k) {
-          const int64_t kb = k / kc_max;
-          PackBRow(B, ldb, N, kb * kc_max, k - kb * kc_max, NR, b_panels, b_panel_size,
-                   Bp + (kb - kb0) * b_block_size);
+        for (int64_t q = 0; q < bands * b_panels; ++q) {  // band-major: a thread's bands are its rows of B
+          const int64_t kb = kb0 + q / b_panels / bands_per_block, pb = q % b_panels;
+          const int64_t k0 = kb * kc_max + (q / b_panels % bands_per_block) * kPackRows;
+          const int64_t k1 = std::min({k0 + kPackRows, (kb + 1) * kc_max, K});
+          T* dst = Bp + (kb - kb0) * b_block_size + pb * b_panel_size + (k0 - kb * kc_max) * NR;
+          PackBPiece(B, ldb, N, k0, k1, pb * NR, NR, dst,
+                     q + 2 * b_panels < bands * b_panels ? dst + 2 * kPackRows * NR : nullptr);
         }
       } else {
 #if defined(NORMGRAD_OPENMP)
@@ -437,11 +495,18 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
 
       // 2) The macro-tiles. For each k-block: pack the tile's A-panels, then sweep them against the
       //    B-panels, sweep_b at a time (those stay in L2 while every A-panel of the tile passes).
+      //    Statically, in order: thread t gets a contiguous range of rows of tiles, the same rows of C in
+      //    every GEMM of a shape, so the next row-parallel op finds them in its own cache. (A dynamic
+      //    schedule until stop 19. Static alone: the step level in the fast state, 70.5 -> 69.0 ms in the
+      //    slow one; with the even split of the A-panels over the rows of tiles, everything together,
+      //    against the dynamic schedule: fast 60.5 -> 59.9 ms, slow 70.5 -> 66.1 ms, and the matmul
+      //    entries of normgrad_bench 3-5% faster, e.g. 1024^3 10.26 -> 9.96 ms.)
 #if defined(NORMGRAD_OPENMP)
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static)
 #endif
       for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t pa0 = (t / tiles_n) * tile_a, pa1 = std::min(a_panels, pa0 + tile_a);
+        const int64_t tm = t / tiles_n;  // row of tiles: A-panels [pa0, pa1), at most tile_a of them
+        const int64_t pa0 = tm * a_panels / tiles_m, pa1 = (tm + 1) * a_panels / tiles_m;
         const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
         for (int64_t kb = kb0; kb < kb1; ++kb) {
           const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
