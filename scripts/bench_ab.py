@@ -47,7 +47,7 @@ def main():
                 name = row.get("name", "")
                 if row.get("threads") != args.threads or "seconds" not in row:
                     continue
-                if name.startswith(("copy/", "peak_fma/", "bench/")):  # the baselines
+                if name.startswith(("copy/", "peak_fma/", "bench/", "round_trip/")):  # the baselines
                     continue
                 times[name][b].append(row["seconds"] * 1e3)
         print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
