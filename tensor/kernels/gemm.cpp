@@ -62,6 +62,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 
@@ -78,6 +79,10 @@
 #include "hwy/highway.h"
 #include "tensor/kernels/tail-inl.h"
 #include "tensor/parallel.h"
+
+#if defined(NORMGRAD_OPENMP)
+#include <omp.h>
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace ng::gemm_simd {
@@ -453,10 +458,19 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   // The micro-kernel for this A-panel layout (row-major unless op(A) is a transposed view).
   const auto kernel = trans_a ? &MicroKernel<false, T> : &MicroKernel<true, T>;
 
+  // The work of thread `me` of a team of `team`: its share of the packing and of the tiles, the team meeting
+  // only where op(B) must be complete (after packing) or may be overwritten (before the next superblock).
+  // A team of 1 is the whole GEMM with no OpenMP at all: see the call below.
+  const auto run = [&](int me, int team) {
+    // This thread's share of `count` items: a contiguous range, as schedule(static) gives.
+    const auto share = [&](int64_t count) { return std::pair{count * me / team, count * (me + 1) / team}; };
+    const auto barrier = [&] {
 #if defined(NORMGRAD_OPENMP)
-#pragma omp parallel num_threads(threads) if (threads > 1)
+      if (team > 1) {
+#pragma omp barrier
+      }
 #endif
-  {
+    };
     static thread_local Workspace<T> tile_ws;  // this thread's A-panels
     tile_ws.reserve(size_t(tile_a * a_panel_size), 0);
     T* Ap = tile_ws.a.get();
@@ -470,10 +484,8 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
         // Bands of kPackRows rows, the same number in each k-block (the last band of a block may be short).
         const int64_t bands_per_block = (kc_max + kPackRows - 1) / kPackRows;
         const int64_t bands = (kb1 - kb0) * bands_per_block;
-#if defined(NORMGRAD_OPENMP)
-#pragma omp for schedule(static)
-#endif
-        for (int64_t q = 0; q < bands * b_panels; ++q) {  // band-major: a thread's bands are its rows of B
+        const auto [q0, q1] = share(bands * b_panels);  // band-major: a thread's bands are its rows of B
+        for (int64_t q = q0; q < q1; ++q) {
           const int64_t kb = kb0 + q / b_panels / bands_per_block, pb = q % b_panels;
           const int64_t k0 = kb * kc_max + (q / b_panels % bands_per_block) * kPackRows;
           const int64_t k1 = std::min({k0 + kPackRows, (kb + 1) * kc_max, K});
@@ -482,16 +494,14 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
                      q + 2 * b_panels < bands * b_panels ? dst + 2 * kPackRows * NR : nullptr);
         }
       } else {
-#if defined(NORMGRAD_OPENMP)
-#pragma omp for schedule(static)
-#endif
-        for (int64_t q = 0; q < (kb1 - kb0) * b_panels; ++q) {
+        const auto [q0, q1] = share((kb1 - kb0) * b_panels);
+        for (int64_t q = q0; q < q1; ++q) {
           const int64_t kb = kb0 + q / b_panels, pb = q % b_panels;
           const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
           PackBPanelTransposed(B, ldb, N, pb * NR, k0, kc, NR, Bp + q * b_panel_size);
         }
       }
-      // (implicit barrier: op(B) is packed before any tile reads it)
+      barrier();  // op(B) is packed before any tile reads it
 
       // 2) The macro-tiles. For each k-block: pack the tile's A-panels, then sweep them against the
       //    B-panels, sweep_b at a time (those stay in L2 while every A-panel of the tile passes).
@@ -501,10 +511,8 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
       //    slow one; with the even split of the A-panels over the rows of tiles, everything together,
       //    against the dynamic schedule: fast 60.5 -> 59.9 ms, slow 70.5 -> 66.1 ms, and the matmul
       //    entries of normgrad_bench 3-5% faster, e.g. 1024^3 10.26 -> 9.96 ms.)
-#if defined(NORMGRAD_OPENMP)
-#pragma omp for schedule(static)
-#endif
-      for (int64_t t = 0; t < tiles; ++t) {
+      const auto [t0, t1] = share(tiles);
+      for (int64_t t = t0; t < t1; ++t) {
         const int64_t tm = t / tiles_n;  // row of tiles: A-panels [pa0, pa1), at most tile_a of them
         const int64_t pa0 = tm * a_panels / tiles_m, pa1 = (tm + 1) * a_panels / tiles_m;
         const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
@@ -524,9 +532,23 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
           }
         }
       }
-      // (implicit barrier: the next superblock's packing overwrites op(B))
+      if (kb1 < k_blocks) barrier();  // the next superblock's packing overwrites op(B)
     }
+  };
+
+  // One thread: no parallel region. gemm_batched runs attention's small products one per thread inside its
+  // own parallel loop (max_threads = 1), and there even a region of one thread costs: libgomp sets up and
+  // tears down a team for it, 0.7-0.9 us (a driver, 2026-11-25) for each of ~450 products per exp2 step.
+  if (threads == 1) {
+    run(0, 1);
+    return;
   }
+#if defined(NORMGRAD_OPENMP)
+#pragma omp parallel num_threads(threads)
+  run(omp_get_thread_num(), omp_get_num_threads());
+#else
+  run(0, 1);
+#endif
 }
 
 // Work per GEMM below which gemm_batched runs whole GEMMs in parallel instead of splitting each one.
