@@ -63,6 +63,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
+#include <atomic>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 
@@ -404,6 +406,37 @@ struct Workspace {
   }
 };
 
+// ---- handing out the tiles: each thread its own rows first, then the others' last ones ----
+//
+// Thread t owns a contiguous range of tiles, the same rows of C in every GEMM of a shape (so the next
+// row-parallel op finds them in its own cache, and on this host's two-CCD state its packed rows of op(B)
+// are its own). It takes them from the front. A thread whose range is done takes the other ranges' tiles
+// from the back, so a core slowed by another process does not hold up the GEMM. With a busy loop on one of
+// the two CPUs (bench_ab, 2026-11-25, best of 2 rounds), the 1024^3 products took 15.3-18.8 ms with fixed
+// ranges alone, 13.1-14.0 ms with OpenMP's dynamic schedule (which gives up the affinity) and 12.4-13.3 ms
+// with these. Undisturbed, they match fixed ranges; in the host's two-CCD state the training step is
+// about 1 ms slower than with fixed ranges alone (67.2 against 66.2 ms, medians): the price of the
+// insurance.
+// A range is one 64-bit word, (front << 32) | back, updated by compare-and-swap: a tile is claimed once.
+struct alignas(64) TileRange {
+  std::atomic<uint64_t> word{0};
+  void reset(int64_t front, int64_t back) {
+    word.store(uint64_t(front) << 32 | uint64_t(back), std::memory_order_relaxed);
+  }
+  // The next tile from the front (the owner) or the back (another thread); -1 when the range is empty.
+  int64_t claim(bool from_front) {
+    uint64_t w = word.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t front = int64_t(w >> 32), back = int64_t(w & 0xffffffffu);
+      if (front >= back) return -1;
+      const uint64_t next = from_front ? uint64_t(front + 1) << 32 | uint64_t(back)
+                                       : uint64_t(front) << 32 | uint64_t(back - 1);
+      if (word.compare_exchange_weak(w, next, std::memory_order_relaxed))
+        return from_front ? front : back - 1;
+    }
+  }
+};
+
 // max_threads: the most threads this GEMM may use (1 inside gemm_batched's parallel loop).
 template <typename T>
 void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
@@ -451,6 +484,8 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   const int64_t sweep_b = std::clamp<int64_t>(kTileBBytes / (b_panel_size * int64_t(sizeof(T))), 1, tile_b);
   if (threads > tiles) threads = int(std::max<int64_t>(1, tiles));
 
+  std::vector<TileRange> ranges(
+      static_cast<size_t>(threads));    // the tile ranges, one per thread (see TileRange)
   static thread_local Workspace<T> ws;  // the packed op(B), shared by this call's threads
   ws.reserve(0, size_t(blocks_per_super * b_block_size));
   T* Bp = ws.b.get();
@@ -477,6 +512,11 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
 
     for (int64_t kb0 = 0; kb0 < k_blocks; kb0 += blocks_per_super) {
       const int64_t kb1 = std::min(k_blocks, kb0 + blocks_per_super);
+
+      // The tile ranges, one per requested thread; this thread resets those it owns (all of them when
+      // OpenMP gave a smaller team). No one is claiming: the previous superblock ended at a barrier.
+      for (int r = me; r < threads; r += team)
+        ranges[size_t(r)].reset(tiles * r / threads, tiles * (r + 1) / threads);
 
       // 1) Pack op(B) for the k-blocks [kb0, kb1), shared by all threads. k-block kb's panels start at
       //    Bp + (kb - kb0) * b_block_size.
@@ -505,28 +545,28 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
 
       // 2) The macro-tiles. For each k-block: pack the tile's A-panels, then sweep them against the
       //    B-panels, sweep_b at a time (those stay in L2 while every A-panel of the tile passes).
-      //    Statically, in order: thread t gets a contiguous range of rows of tiles, the same rows of C in
-      //    every GEMM of a shape, so the next row-parallel op finds them in its own cache. (A dynamic
-      //    schedule until stop 19. Static alone: the step level in the fast state, 70.5 -> 69.0 ms in the
-      //    slow one; with the even split of the A-panels over the rows of tiles, everything together,
-      //    against the dynamic schedule: fast 60.5 -> 59.9 ms, slow 70.5 -> 66.1 ms, and the matmul
-      //    entries of normgrad_bench 3-5% faster, e.g. 1024^3 10.26 -> 9.96 ms.)
-      const auto [t0, t1] = share(tiles);
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t tm = t / tiles_n;  // row of tiles: A-panels [pa0, pa1), at most tile_a of them
-        const int64_t pa0 = tm * a_panels / tiles_m, pa1 = (tm + 1) * a_panels / tiles_m;
-        const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
-        for (int64_t kb = kb0; kb < kb1; ++kb) {
-          const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
-          PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
-          const T* Bk = Bp + (kb - kb0) * b_block_size;
-          for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
-            for (int64_t pa = pa0; pa < pa1; ++pa) {
-              const int64_t i0 = pa * kMR;
-              for (int64_t pb = sb; pb < std::min(pb1, sb + sweep_b); ++pb) {
-                const int64_t j0 = pb * NR;
-                kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, C + i0 * ldc + j0,
-                       ldc, std::min(kMR, M - i0), std::min(NR, N - j0), accumulate || kb > 0);
+      //    Each thread its own range of tiles from the front, then the other ranges from the back
+      //    (TileRange). (OpenMP's dynamic schedule until stop 19. Fixed ranges instead, with the A-panels
+      //    spread evenly over the rows of tiles, against it: the step fast 60.5 -> 59.9 ms, slow
+      //    70.5 -> 66.1 ms, the matmul entries of normgrad_bench 3-5% faster, e.g. 1024^3 10.26 -> 9.96 ms.)
+      for (int step = 0; step < threads; ++step) {
+        const int r = (me + step) % threads;
+        for (int64_t t; (t = ranges[size_t(r)].claim(r % team == me)) >= 0;) {
+          const int64_t tm = t / tiles_n;  // row of tiles: A-panels [pa0, pa1), at most tile_a of them
+          const int64_t pa0 = tm * a_panels / tiles_m, pa1 = (tm + 1) * a_panels / tiles_m;
+          const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
+          for (int64_t kb = kb0; kb < kb1; ++kb) {
+            const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
+            PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
+            const T* Bk = Bp + (kb - kb0) * b_block_size;
+            for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
+              for (int64_t pa = pa0; pa < pa1; ++pa) {
+                const int64_t i0 = pa * kMR;
+                for (int64_t pb = sb; pb < std::min(pb1, sb + sweep_b); ++pb) {
+                  const int64_t j0 = pb * NR;
+                  kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, C + i0 * ldc + j0,
+                         ldc, std::min(kMR, M - i0), std::min(NR, N - j0), accumulate || kb > 0);
+                }
               }
             }
           }
