@@ -51,6 +51,17 @@ HWY_INLINE void StoreAs(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
   }
 }
 
+// x[0 .. 2 Lanes) = lo, hi converted to T (one instruction for both where the CPU has one: StoreHalf2).
+template <class D, typename T>
+HWY_INLINE void StoreAs2(D d, hn::Vec<D> lo, hn::Vec<D> hi, T* HWY_RESTRICT p) {
+  if constexpr (std::is_same_v<T, hn::TFromD<D>>) {
+    hn::StoreU(lo, d, p);
+    hn::StoreU(hi, d, p + hn::Lanes(d));
+  } else {
+    ng::simd::HWY_NAMESPACE::StoreHalf2(d, lo, hi, p);  // tensor/kernels/half-inl.h
+  }
+}
+
 // The tail of a row (fewer than Lanes elements): copy it into a zero-padded buffer, work on full vectors,
 // copy the result back. Never reads or writes past the row, whatever the storage type.
 template <class D, typename T>

@@ -98,7 +98,14 @@ HWY_INLINE void RMSNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RE
   const size_t rest = size_t(n - n_main);
   hn::Vec<D> vrs[R];
   for (int k = 0; k < R; ++k) vrs[k] = hn::Set(d, rs[k]);
-  for (int64_t i = 0; i < n_main; i += L) {
+  int64_t i = 0;
+  for (; i + 2 * L <= n_main; i += 2 * L) {  // two vectors at a time: one instruction stores both as bf16
+    const auto vw0 = hn::LoadU(d, w + i), vw1 = hn::LoadU(d, w + i + L);
+    for (int k = 0; k < R; ++k)
+      StoreAs2(d, hn::Mul(hn::Mul(LoadAs(d, x + k * n + i), vrs[k]), vw0),
+               hn::Mul(hn::Mul(LoadAs(d, x + k * n + i + L), vrs[k]), vw1), y + k * n + i);
+  }
+  for (; i < n_main; i += L) {
     const auto vw = hn::LoadU(d, w + i);
     for (int k = 0; k < R; ++k)
       StoreAs(d, hn::Mul(hn::Mul(LoadAs(d, x + k * n + i), vrs[k]), vw), y + k * n + i);

@@ -23,6 +23,7 @@ void ToHalf(const float* HWY_RESTRICT in, T* HWY_RESTRICT out, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t L = int64_t(hn::Lanes(d));
   int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) StoreHalf2(d, hn::LoadU(d, in + i), hn::LoadU(d, in + i + L), out + i);
   for (; i + L <= n; i += L) StoreHalf(d, hn::LoadU(d, in + i), out + i);
   if (i < n) {
     HWY_ALIGN T hbuf[HWY_MAX_BYTES / sizeof(float)];
