@@ -142,6 +142,22 @@ HWY_INLINE void PrefetchAhead(const T* p, const T* end) {
   if (end - p > kPrefetchAhead<T>) hwy::Prefetch(p + kPrefetchAhead<T>);  // (no pointer past the end)
 }
 
+// bf16 rows, for sums over a row: the 2 Lanes(d) values at p as two vectors of floats, the even-indexed
+// values (the low halves of the 32-bit lanes) and the odd-indexed ones (the high halves). Not the row's
+// order, which a sum does not need (nor which vector is which, so the byte order does not matter either):
+// one load and two bit operations for 2 Lanes values, where LoadAs spends two widening shuffles and two
+// shifts. Exact. Used by the statistics passes (Accumulate4, ShiftedRowStatistics), never where a value
+// meets its own weight.
+template <class D>
+HWY_INLINE void LoadBf16Pairs(D d, const hwy::bfloat16_t* HWY_RESTRICT p, hn::Vec<D>& lo, hn::Vec<D>& hi) {
+  const hn::RebindToUnsigned<D> du;
+  const auto w = hn::LoadU(du, reinterpret_cast<const hn::TFromD<decltype(du)>*>(p));
+  lo = hn::BitCast(d, hn::ShiftLeft<16>(w));
+  hi = hn::BitCast(d, hn::And(w, hn::Set(du, 0xffff0000u)));
+}
+template <class D, typename T>
+inline constexpr bool kBf16Pairs = std::is_same_v<T, hwy::bfloat16_t>&& std::is_same_v<hn::TFromD<D>, float>;
+
 // The sum of step() over the full vectors of p[0 .. n_main) (n_main a multiple of Lanes): acc = step(acc, v)
 // for each vector v. Four independent accumulators, so that consecutive adds do not wait for each other: an
 // add or FMA takes ~4 cycles to finish, but the core can start two per cycle. The tail is the caller's.
@@ -150,11 +166,23 @@ HWY_INLINE hn::Vec<D> Accumulate4(D d, const T* HWY_RESTRICT p, int64_t n_main, 
   const int64_t L = int64_t(hn::Lanes(d));
   auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   int64_t i = 0;
-  for (; i + 4 * L <= n_main; i += 4 * L) {
-    a0 = step(a0, LoadAs(d, p + i));
-    a1 = step(a1, LoadAs(d, p + i + L));
-    a2 = step(a2, LoadAs(d, p + i + 2 * L));
-    a3 = step(a3, LoadAs(d, p + i + 3 * L));
+  if constexpr (kBf16Pairs<D, T>) {  // (the same sum in another order: see LoadBf16Pairs)
+    for (; i + 4 * L <= n_main; i += 4 * L) {
+      hn::Vec<D> v0, v1, v2, v3;
+      LoadBf16Pairs(d, p + i, v0, v1);
+      LoadBf16Pairs(d, p + i + 2 * L, v2, v3);
+      a0 = step(a0, v0);
+      a1 = step(a1, v1);
+      a2 = step(a2, v2);
+      a3 = step(a3, v3);
+    }
+  } else {
+    for (; i + 4 * L <= n_main; i += 4 * L) {
+      a0 = step(a0, LoadAs(d, p + i));
+      a1 = step(a1, LoadAs(d, p + i + L));
+      a2 = step(a2, LoadAs(d, p + i + 2 * L));
+      a3 = step(a3, LoadAs(d, p + i + 3 * L));
+    }
   }
   for (; i < n_main; i += L) a0 = step(a0, LoadAs(d, p + i));
   return hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
@@ -188,8 +216,17 @@ HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, d
   auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
   int64_t i = 0;
   for (; i + 4 * L <= n_main; i += 4 * L) {
-    const auto c0 = hn::Sub(LoadAs(d, xr + i), vK), c1 = hn::Sub(LoadAs(d, xr + i + L), vK);
-    const auto c2 = hn::Sub(LoadAs(d, xr + i + 2 * L), vK), c3 = hn::Sub(LoadAs(d, xr + i + 3 * L), vK);
+    hn::Vec<D> v0, v1, v2, v3;
+    if constexpr (kBf16Pairs<D, T>) {  // (the same sums in another order: see LoadBf16Pairs)
+      LoadBf16Pairs(d, xr + i, v0, v1);
+      LoadBf16Pairs(d, xr + i + 2 * L, v2, v3);
+    } else {
+      v0 = LoadAs(d, xr + i);
+      v1 = LoadAs(d, xr + i + L);
+      v2 = LoadAs(d, xr + i + 2 * L);
+      v3 = LoadAs(d, xr + i + 3 * L);
+    }
+    const auto c0 = hn::Sub(v0, vK), c1 = hn::Sub(v1, vK), c2 = hn::Sub(v2, vK), c3 = hn::Sub(v3, vK);
     s1a = hn::Add(s1a, c0);
     s1b = hn::Add(s1b, c1);
     s1c = hn::Add(s1c, c2);
