@@ -1,0 +1,121 @@
+// step_states: exp2's training step (Pre-LN + RMSNorm, 2 threads by default), one line per step with the
+// core-to-core round trip measured just before and just after it, then the step's median in each state.
+//
+// Why it exists. On the shared AMD EPYC VM this project is measured on, the host moves the two vCPUs
+// between one core complex (a round trip of ~55 ns) and two (~330 ns, each with its own L3) every few
+// seconds, and the 2-thread step takes ~58-61 ms in the first state and ~65-70 ms in the second
+// (docs/performance.md, stop 19). A before/after of two builds means something only state by state: build
+// this program at both commits, run the two in alternation, and summarize the lines together:
+//
+//   for r in 1 2 3 4 5 6 7 8; do /tmp/old/step_states >> old.txt; build/release/bench/step_states >> new.txt;
+//   done build/release/bench/step_states --summarize old.txt new.txt
+//
+// A line is: round trip before (ns), step (ms), round trip after (ns). A step counts as "one CCX" when both
+// round trips are under 120 ns, "two CCDs" when both are over 200 ns; steps during a move count for neither.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/round_trip.h"
+#include "normgrad.h"
+#include "nn/tinylm.h"
+#include "optim/adam.h"
+
+namespace {
+
+struct Sample {
+  double rt_before, ms, rt_after;
+};
+
+// "one CCX", "two CCDs" or "" (the state changed during the step).
+std::string state_of(const Sample& s) {
+  if (s.rt_before < 120 && s.rt_after < 120) return "one CCX";
+  if (s.rt_before > 200 && s.rt_after > 200) return "two CCDs";
+  return "";
+}
+
+void summarize(const std::string& label, const std::vector<Sample>& samples) {
+  for (const char* state : {"one CCX", "two CCDs"}) {
+    std::vector<double> ms;
+    for (const auto& s : samples)
+      if (state_of(s) == state) ms.push_back(s.ms);
+    if (ms.empty()) continue;
+    std::sort(ms.begin(), ms.end());
+    std::printf("%-24s %-9s steps %4zu  median %6.2f ms  quartile %6.2f ms  best %6.2f ms\n", label.c_str(),
+                state, ms.size(), ms[ms.size() / 2], ms[ms.size() / 4], ms.front());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"step_states: the exp2 training step, with the machine state (core round trip) of each step"};
+  int steps = 40, threads = 2;
+  std::vector<std::string> files;
+  app.add_option("--steps", steps, "steps to time (after 2 untimed ones)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
+  app.add_option("--summarize", files, "instead of running: the medians per state of these files' lines");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!files.empty()) {
+    for (const auto& f : files) {
+      std::ifstream in(f);
+      if (!in) {
+        std::fprintf(stderr, "step_states: cannot read %s\n", f.c_str());
+        return 1;
+      }
+      std::vector<Sample> samples;
+      for (std::string line; std::getline(in, line);) {
+        std::istringstream ls(line);
+        Sample s{};
+        if (ls >> s.rt_before >> s.ms >> s.rt_after) samples.push_back(s);
+      }
+      summarize(f, samples);
+    }
+    return 0;
+  }
+
+  ng::set_num_threads(threads);
+  ng::nn::TinyLMConfig m;  // exp2's model, as normgrad_bench's train_step entries build it
+  m.vocab_size = 65;
+  m.dim = 256;
+  m.n_layers = 2;
+  m.n_heads = 4;
+  m.norm_position = "pre";
+  m.norm = "rmsnorm";
+  m.final_norm = true;
+  m.position = "rope";
+  m.max_seq_len = 64;
+  m.seed = 1;
+  ng::nn::TinyLM model(m);
+  ng::optim::Adam adam(model.named_parameters(), {.lr = 5e-4});
+  const int64_t B = 16, T = 64;
+  std::vector<int64_t> tok(size_t(B * T)), tgt(size_t(B * T));
+  for (size_t i = 0; i < tok.size(); ++i) tok[i] = int64_t((i * 2654435761u) % 65);  // any tokens
+  for (size_t i = 0; i < tok.size(); ++i) tgt[i] = tok[(i + 1) % tok.size()];
+  const ng::Tensor tokens = ng::from_vector(tok, {B, T}), targets = ng::from_vector(tgt, {B, T});
+  auto step = [&] {
+    ng::Tensor loss = model.loss(tokens, targets);
+    loss.backward();
+    adam.step();
+    model.zero_grad();
+  };
+  step();  // Adam's moment buffers
+  step();
+  for (int i = 0; i < steps; ++i) {
+    Sample s{};
+    s.rt_before = ng_bench::round_trip_ns();
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    s.ms = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3;
+    s.rt_after = ng_bench::round_trip_ns();
+    std::printf("%.0f %.3f %.0f\n", s.rt_before, s.ms, s.rt_after);
+  }
+  std::fflush(stdout);
+  return 0;
+}
