@@ -156,7 +156,9 @@ HWY_INLINE void LoadBf16Pairs(D d, const hwy::bfloat16_t* HWY_RESTRICT p, hn::Ve
   hi = hn::BitCast(d, hn::And(w, hn::Set(du, 0xffff0000u)));
 }
 template <class D, typename T>
-inline constexpr bool kBf16Pairs = std::is_same_v<T, hwy::bfloat16_t>&& std::is_same_v<hn::TFromD<D>, float>;
+constexpr bool UseBf16Pairs() {
+  return std::is_same_v<T, hwy::bfloat16_t> && std::is_same_v<hn::TFromD<D>, float>;
+}
 
 // The sum of step() over the full vectors of p[0 .. n_main) (n_main a multiple of Lanes): acc = step(acc, v)
 // for each vector v. Four independent accumulators, so that consecutive adds do not wait for each other: an
@@ -166,7 +168,7 @@ HWY_INLINE hn::Vec<D> Accumulate4(D d, const T* HWY_RESTRICT p, int64_t n_main, 
   const int64_t L = int64_t(hn::Lanes(d));
   auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   int64_t i = 0;
-  if constexpr (kBf16Pairs<D, T>) {  // (the same sum in another order: see LoadBf16Pairs)
+  if constexpr (UseBf16Pairs<D, T>()) {  // (the same sum in another order: see LoadBf16Pairs)
     for (; i + 4 * L <= n_main; i += 4 * L) {
       hn::Vec<D> v0, v1, v2, v3;
       LoadBf16Pairs(d, p + i, v0, v1);
@@ -217,7 +219,7 @@ HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, d
   int64_t i = 0;
   for (; i + 4 * L <= n_main; i += 4 * L) {
     hn::Vec<D> v0, v1, v2, v3;
-    if constexpr (kBf16Pairs<D, T>) {  // (the same sums in another order: see LoadBf16Pairs)
+    if constexpr (UseBf16Pairs<D, T>()) {  // (the same sums in another order: see LoadBf16Pairs)
       LoadBf16Pairs(d, xr + i, v0, v1);
       LoadBf16Pairs(d, xr + i + 2 * L, v2, v3);
     } else {

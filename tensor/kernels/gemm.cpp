@@ -484,8 +484,8 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   const int64_t sweep_b = std::clamp<int64_t>(kTileBBytes / (b_panel_size * int64_t(sizeof(T))), 1, tile_b);
   if (threads > tiles) threads = int(std::max<int64_t>(1, tiles));
 
-  std::vector<TileRange> ranges(
-      static_cast<size_t>(threads));    // the tile ranges, one per thread (see TileRange)
+  // The tile ranges, one per thread (see TileRange).
+  std::vector<TileRange> ranges(static_cast<size_t>(threads));
   static thread_local Workspace<T> ws;  // the packed op(B), shared by this call's threads
   ws.reserve(0, size_t(blocks_per_super * b_block_size));
   T* Bp = ws.b.get();
