@@ -4,7 +4,9 @@
 //   - peak f32 FMA throughput: a register-only FMA loop (bench/peak_fma-inl.h), per thread count;
 //   - a memory copy of the same number of bytes as the benchmarked tensor (read + write, GB/s), and, for
 //     context, a copy that moves as many bytes as the kernel's compulsory traffic (same footprint); both
-//     measured right after each entry, so that entry and baseline see the machine in the same state.
+//     measured right after each entry, so that entry and baseline see the machine in the same state;
+//   - the core-to-core round trip of one cache line (bench/round_trip.h), at the start and the end of the
+//     run and around each training-step timing: on a VM it says whether the two vCPUs shared an L3.
 // Compute-bound work (matmul) is reported as GFLOP/s and % of peak; memory-bound work (norms, softmax,
 // Adam) as GB/s of compulsory traffic (every input read once, every output written once) and as a ratio
 // to the copy's GB/s.
