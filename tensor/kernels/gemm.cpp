@@ -484,8 +484,8 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   const int64_t sweep_b = std::clamp<int64_t>(kTileBBytes / (b_panel_size * int64_t(sizeof(T))), 1, tile_b);
   if (threads > tiles) threads = int(std::max<int64_t>(1, tiles));
 
-  // The tile ranges, one per thread (see TileRange).
-  std::vector<TileRange> ranges(static_cast<size_t>(threads));
+  // The tile ranges, one per thread (see TileRange); none for one thread, which takes the tiles in order.
+  std::vector<TileRange> ranges(threads > 1 ? static_cast<size_t>(threads) : 0);
   static thread_local Workspace<T> ws;  // the packed op(B), shared by this call's threads
   ws.reserve(0, size_t(blocks_per_super * b_block_size));
   T* Bp = ws.b.get();
@@ -515,8 +515,9 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
 
       // The tile ranges, one per requested thread; this thread resets those it owns (all of them when
       // OpenMP gave a smaller team). No one is claiming: the previous superblock ended at a barrier.
-      for (int r = me; r < threads; r += team)
-        ranges[size_t(r)].reset(tiles * r / threads, tiles * (r + 1) / threads);
+      if (team > 1)
+        for (int r = me; r < threads; r += team)
+          ranges[size_t(r)].reset(tiles * r / threads, tiles * (r + 1) / threads);
 
       // 1) Pack op(B) for the k-blocks [kb0, kb1), shared by all threads. k-block kb's panels start at
       //    Bp + (kb - kb0) * b_block_size.
@@ -549,27 +550,32 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
       //    (TileRange). (OpenMP's dynamic schedule until stop 19. Fixed ranges instead, with the A-panels
       //    spread evenly over the rows of tiles, against it: the step fast 60.5 -> 59.9 ms, slow
       //    70.5 -> 66.1 ms, the matmul entries of normgrad_bench 3-5% faster, e.g. 1024^3 10.26 -> 9.96 ms.)
-      for (int step = 0; step < threads; ++step) {
-        const int r = (me + step) % threads;
-        for (int64_t t; (t = ranges[size_t(r)].claim(r % team == me)) >= 0;) {
-          const int64_t tm = t / tiles_n;  // row of tiles: A-panels [pa0, pa1), at most tile_a of them
-          const int64_t pa0 = tm * a_panels / tiles_m, pa1 = (tm + 1) * a_panels / tiles_m;
-          const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
-          for (int64_t kb = kb0; kb < kb1; ++kb) {
-            const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
-            PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
-            const T* Bk = Bp + (kb - kb0) * b_block_size;
-            for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
-              for (int64_t pa = pa0; pa < pa1; ++pa) {
-                const int64_t i0 = pa * kMR;
-                for (int64_t pb = sb; pb < std::min(pb1, sb + sweep_b); ++pb) {
-                  const int64_t j0 = pb * NR;
-                  kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, C + i0 * ldc + j0,
-                         ldc, std::min(kMR, M - i0), std::min(NR, N - j0), accumulate || kb > 0);
-                }
+      const auto tile = [&](int64_t t) {
+        const int64_t tm = t / tiles_n;  // row of tiles: A-panels [pa0, pa1), at most tile_a of them
+        const int64_t pa0 = tm * a_panels / tiles_m, pa1 = (tm + 1) * a_panels / tiles_m;
+        const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
+        for (int64_t kb = kb0; kb < kb1; ++kb) {
+          const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
+          PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
+          const T* Bk = Bp + (kb - kb0) * b_block_size;
+          for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
+            for (int64_t pa = pa0; pa < pa1; ++pa) {
+              const int64_t i0 = pa * kMR;
+              for (int64_t pb = sb; pb < std::min(pb1, sb + sweep_b); ++pb) {
+                const int64_t j0 = pb * NR;
+                kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, C + i0 * ldc + j0,
+                       ldc, std::min(kMR, M - i0), std::min(NR, N - j0), accumulate || kb > 0);
               }
             }
           }
+        }
+      };
+      if (team == 1) {
+        for (int64_t t = 0; t < tiles; ++t) tile(t);  // one thread: every tile in order, nothing to claim
+      } else {
+        for (int step = 0; step < threads; ++step) {
+          const int r = (me + step) % threads;
+          for (int64_t t; (t = ranges[size_t(r)].claim(r % team == me)) >= 0;) tile(t);
         }
       }
       if (kb1 < k_blocks) barrier();  // the next superblock's packing overwrites op(B)
