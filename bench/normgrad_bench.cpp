@@ -26,6 +26,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "bench/peak_fma-inl.h"
+#include "bench/exp2_step.h"
 #include "bench/round_trip.h"
 #include "hwy/highway.h"
 
@@ -548,27 +549,11 @@ struct StepConfig {
   std::string name, norm_position, norm;
 };
 
-ng::nn::TinyLMConfig exp2_model(const StepConfig& c) {
-  ng::nn::TinyLMConfig m;
-  m.vocab_size = 65;
-  m.dim = 256;
-  m.n_layers = 2;
-  m.n_heads = 4;
-  m.norm_position = c.norm_position;
-  m.norm = c.norm;
-  m.final_norm = c.norm_position != "none";
-  m.position = "rope";
-  m.max_seq_len = 64;
-  m.seed = 1;
-  return m;
-}
-
 double bench_train_step() {
   const std::vector<StepConfig> configs = {{"nonorm", "none", "layernorm"},
                                            {"postln_layernorm", "post", "layernorm"},
                                            {"preln_layernorm", "pre", "layernorm"},
                                            {"preln_rmsnorm", "pre", "rmsnorm"}};
-  const int64_t B = 16, T = 64;
   double ms_preln_rms = 0;
   for (const auto& c : configs) {
     const std::string name = "train_step/exp2/" + c.name;
@@ -578,12 +563,9 @@ double bench_train_step() {
     double t_main = 0;
     for (int threads : thread_counts) {
       ng::set_num_threads(threads);
-      ng::nn::TinyLM model(exp2_model(c));
+      ng::nn::TinyLM model(ng_bench::exp2_model(c.norm_position, c.norm));
       ng::optim::Adam adam(model.named_parameters(), {.lr = 5e-4});
-      std::vector<int64_t> tok(size_t(B * T)), tgt(size_t(B * T));
-      for (size_t i = 0; i < tok.size(); ++i) tok[i] = int64_t((i * 2654435761u) % 65);  // any tokens
-      for (size_t i = 0; i < tok.size(); ++i) tgt[i] = tok[(i + 1) % tok.size()];
-      const ng::Tensor tokens = ng::from_vector(tok, {B, T}), targets = ng::from_vector(tgt, {B, T});
+      const auto [tokens, targets] = ng_bench::exp2_batch();
       float last_loss = 0;
       auto step = [&] {
         ng::Tensor loss = model.loss(tokens, targets);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/exp2_step.h"
 #include "bench/round_trip.h"
 #include "normgrad.h"
 #include "nn/tinylm.h"
@@ -34,6 +35,7 @@ struct Sample {
 
 // "one CCX", "two CCDs" or "" (the state changed during the step).
 std::string state_of(const Sample& s) {
+  if (s.rt_before <= 0 || s.rt_after <= 0) return "";  // (no round trip: fewer than two CPUs)
   if (s.rt_before < 120 && s.rt_after < 120) return "one CCX";
   if (s.rt_before > 200 && s.rt_after > 200) return "two CCDs";
   return "";
@@ -81,24 +83,9 @@ int main(int argc, char** argv) {
   }
 
   ng::set_num_threads(threads);
-  ng::nn::TinyLMConfig m;  // exp2's model, as normgrad_bench's train_step entries build it
-  m.vocab_size = 65;
-  m.dim = 256;
-  m.n_layers = 2;
-  m.n_heads = 4;
-  m.norm_position = "pre";
-  m.norm = "rmsnorm";
-  m.final_norm = true;
-  m.position = "rope";
-  m.max_seq_len = 64;
-  m.seed = 1;
-  ng::nn::TinyLM model(m);
+  ng::nn::TinyLM model(ng_bench::exp2_model("pre", "rmsnorm"));
   ng::optim::Adam adam(model.named_parameters(), {.lr = 5e-4});
-  const int64_t B = 16, T = 64;
-  std::vector<int64_t> tok(size_t(B * T)), tgt(size_t(B * T));
-  for (size_t i = 0; i < tok.size(); ++i) tok[i] = int64_t((i * 2654435761u) % 65);  // any tokens
-  for (size_t i = 0; i < tok.size(); ++i) tgt[i] = tok[(i + 1) % tok.size()];
-  const ng::Tensor tokens = ng::from_vector(tok, {B, T}), targets = ng::from_vector(tgt, {B, T});
+  const auto [tokens, targets] = ng_bench::exp2_batch();
   auto step = [&] {
     ng::Tensor loss = model.loss(tokens, targets);
     loss.backward();
