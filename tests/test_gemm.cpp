@@ -217,6 +217,33 @@ TEST(Gemm, OneTwoAndThreeThreadsAreBitwiseEqual) {
   set_num_threads(before);
 }
 
+TEST(Gemm, SplitByKMatchesNaiveAndOneThread) {
+  // The weight-gradient form (op(A) transposed) with two k-blocks runs split by k on two threads: each
+  // thread one k-block over all of C, thread 1 into a partial that is then added to C. It must give the
+  // naive result, write nothing into C's ld padding, and give one thread's bits. K = 600 and 1024 have two
+  // k-blocks because of the form (kSplitKMin), K = 2000 because of kKcMax; K = 300 has one (not split).
+  const int before = num_threads();
+  const int64_t shapes[][3] = {{256, 768, 1024}, {37, 45, 600}, {100, 33, 2000}, {130, 70, 300}};
+  for (int tb = 0; tb < 2; ++tb) {
+    for (const auto& s : shapes) {
+      for (bool acc : {false, true}) {
+        auto p = make_problem<float>(true, tb, s[0], s[1], s[2], 3, 41 + uint32_t(s[2]));
+        set_num_threads(2);
+        expect_close(p, acc, describe(true, tb, s[0], s[1], s[2], 3, acc));
+        const auto two = run_fast(p, acc);
+        set_num_threads(1);
+        const auto one = run_fast(p, acc);
+        EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)))
+            << describe(true, tb, s[0], s[1], s[2], 3, acc);
+      }
+    }
+  }
+  auto p = make_problem<double>(true, false, 90, 50, 700, 1, 5);
+  set_num_threads(2);
+  expect_close(p, true, describe(true, false, 90, 50, 700, 1, true) + " f64");
+  set_num_threads(before);
+}
+
 TEST(Gemm, MatmulOnTransposedViewsUsesTheFastKernelCorrectly) {
   // The Tensor-level entry point: transposed views go to the GEMM as NT / TN / TT forms.
   Generator g(5);

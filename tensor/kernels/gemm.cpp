@@ -104,6 +104,7 @@ constexpr int64_t kRowPad = 4;    // row-major A-panel rows are kc + 4 apart, no
                                   // 1 KiB, so the 12 rows do not share L1 cache sets
 constexpr int64_t kTileBBytes = 512 << 10;  // B-panels swept per A-panel: half of the 1 MiB L2
 constexpr int64_t kPackedBBytes = 8 << 20;  // packed op(B) shared by the threads: at most this many bytes
+constexpr int64_t kSplitKMin = 512;         // the weight-gradient form: two k-blocks from this K on (GemmT)
 
 // ---- packing ----------------------------------------------------------------------------------------
 
@@ -388,6 +389,19 @@ NG_GEMM_KERNEL_ATTR HWY_NOINLINE void MicroKernel(int64_t kc, const T* HWY_RESTR
 
 // ---- the driver -------------------------------------------------------------------------------------
 
+// dst[0, n) += src[0, n)
+template <typename T>
+HWY_INLINE void AddRow(const T* HWY_RESTRICT src, int64_t n, T* HWY_RESTRICT dst) {
+  const hn::ScalableTag<T> d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Add(hn::LoadU(d, dst + i), hn::LoadU(d, src + i)), d, dst + i);
+  if (i < n) {
+    const size_t c = size_t(n - i);
+    simd::StoreTail(hn::Add(simd::LoadTail(d, dst + i, c), simd::LoadTail(d, src + i, c)), d, dst + i, c);
+  }
+}
+
 // Packing buffers, kept per calling thread and grown on demand, so that repeated GEMMs (a training loop)
 // neither allocate nor page-fault fresh memory every call.
 template <typename T>
@@ -450,8 +464,11 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   const hn::ScalableTag<T> d;
   const int64_t NR = kNV * int64_t(hn::Lanes(d));
 
-  // k-blocks of equal width kc <= kKcMax. Depends on K alone: part of the summation order.
-  const int64_t k_blocks = (K + kKcMax - 1) / kKcMax;
+  // k-blocks of equal width kc <= kKcMax. Depends on the shape and form alone: part of the summation order.
+  // The weight-gradient form (op(A) transposed) takes two k-blocks from K = kSplitKMin on, so that two
+  // threads can each take one (split by k, below).
+  int64_t k_blocks = (K + kKcMax - 1) / kKcMax;
+  if (trans_a && k_blocks == 1 && K >= kSplitKMin) k_blocks = 2;
   const int64_t kc_max = (K + k_blocks - 1) / k_blocks;
 
   const int64_t a_panels = (M + kMR - 1) / kMR;
@@ -493,6 +510,64 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   // The micro-kernel for this A-panel layout (row-major unless op(A) is a transposed view).
   const auto kernel = trans_a ? &MicroKernel<false, T> : &MicroKernel<true, T>;
 
+  // Split by k (see the run below): two threads, two k-blocks, the weight-gradient form.
+  const bool split_k = trans_a && k_blocks == 2 && threads == 2;
+  static thread_local Workspace<T> part_ws;  // split by k: thread 1's partial C (M x N)
+  if (split_k) part_ws.reserve(0, size_t(M * N));
+  T* const P = part_ws.b.get();
+  std::atomic<const T*> packed_b[2] = {nullptr, nullptr};  // split by k: each thread's op(B), once packed
+
+  // The tiles of one range of k-blocks [kb_lo, kb_hi) whose op(B) is packed at Bb: tile t's rows and
+  // columns of C, added into D (row stride ldd) when add_first (the first block) or kb > kb_lo.
+  const auto tile = [&](T* Ap, int64_t t, int64_t kb_lo, int64_t kb_hi, const T* Bb, T* D, int64_t ldd,
+                        bool add_first) {
+    const int64_t tm = t / tiles_n;  // row of tiles: A-panels [pa0, pa1), at most tile_a of them
+    const int64_t pa0 = tm * a_panels / tiles_m, pa1 = (tm + 1) * a_panels / tiles_m;
+    const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
+    for (int64_t kb = kb_lo; kb < kb_hi; ++kb) {
+      const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
+      PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
+      const T* Bk = Bb + (kb - kb_lo) * b_block_size;
+      for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
+        for (int64_t pa = pa0; pa < pa1; ++pa) {
+          const int64_t i0 = pa * kMR;
+          for (int64_t pb = sb; pb < std::min(pb1, sb + sweep_b); ++pb) {
+            const int64_t j0 = pb * NR;
+            kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, D + i0 * ldd + j0, ldd,
+                   std::min(kMR, M - i0), std::min(NR, N - j0), add_first || kb > kb_lo);
+          }
+        }
+      }
+    }
+  };
+  // Pack items [q0, q1) of op(B) for the k-blocks [kb_lo, kb_hi) into Bb (k-block kb's panels at
+  // Bb + (kb - kb_lo) * b_block_size). !trans_b: an item is one band of kPackRows rows of one panel, the
+  // same number of bands in each k-block (the last band of a block may be short); trans_b: one panel of one
+  // k-block.
+  const int64_t bands_per_block = (kc_max + kPackRows - 1) / kPackRows;
+  const auto pack_items = [&](int64_t kb_lo, int64_t kb_hi) {
+    return (kb_hi - kb_lo) * b_panels * (trans_b ? 1 : bands_per_block);
+  };
+  const auto pack_b = [&](int64_t kb_lo, int64_t kb_hi, int64_t q0, int64_t q1, T* Bb) {
+    if (!trans_b) {
+      const int64_t items = pack_items(kb_lo, kb_hi);
+      for (int64_t q = q0; q < q1; ++q) {  // band-major: a thread's bands are its rows of B
+        const int64_t kb = kb_lo + q / b_panels / bands_per_block, pb = q % b_panels;
+        const int64_t k0 = kb * kc_max + (q / b_panels % bands_per_block) * kPackRows;
+        const int64_t k1 = std::min({k0 + kPackRows, (kb + 1) * kc_max, K});
+        T* dst = Bb + (kb - kb_lo) * b_block_size + pb * b_panel_size + (k0 - kb * kc_max) * NR;
+        PackBPiece(B, ldb, N, k0, k1, pb * NR, NR, dst,
+                   q + 2 * b_panels < items ? dst + 2 * kPackRows * NR : nullptr);
+      }
+    } else {
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t kb = kb_lo + q / b_panels, pb = q % b_panels;
+        const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
+        PackBPanelTransposed(B, ldb, N, pb * NR, k0, kc, NR, Bb + q * b_panel_size);
+      }
+    }
+  };
+
   // The work of thread `me` of a team of `team`: its share of the packing and of the tiles, the team meeting
   // only where op(B) must be complete (after packing) or may be overwritten (before the next superblock).
   // A team of 1 is the whole GEMM with no OpenMP at all: see the call below.
@@ -506,9 +581,44 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
       }
 #endif
     };
-    static thread_local Workspace<T> tile_ws;  // this thread's A-panels
-    tile_ws.reserve(size_t(tile_a * a_panel_size), 0);
+    static thread_local Workspace<T> tile_ws;  // this thread's A-panels (and, split by k, its op(B))
+    tile_ws.reserve(size_t(tile_a * a_panel_size), split_k ? size_t(b_block_size) : 0);
     T* Ap = tile_ws.a.get();
+
+    // Split by k. Thread me takes k-block me and all of C: thread 0 adds its block into C as one thread
+    // would, thread 1 writes its block's sum into the partial P, each from an op(B) it packed itself;
+    // then C += P, the rows of C shared. One thread computes C + (block 0's sum), then + (block 1's
+    // sum): the same two additions, so the same bits.
+    // Why: in the weight-gradient form dW = dY^T X, k is the token, and each thread wrote its own tokens'
+    // rows of dY and X in the ops before (the row-parallel kernels, and the GEMM's rows of C). Split by
+    // rows of C, each thread packs and reads the other's rows too, and on this host's two-CCD state
+    // (docs/performance.md, stop 19) every such line crosses the fabric; split by k, only P does (M x N
+    // numbers, against K x (M + N)). Measured on exp2's step, 2 threads (bench/step_states, two A/B runs
+    // in alternation, medians): two CCDs 66.6 -> 64.0 and 67.7 -> 65.3 ms, one CCX level (58.1 -> 58.5,
+    // 62.6 -> 62.7 ms); 1 thread level.
+    // A thread done with its own k-block takes the other's last tiles (as TileRange does below), once the
+    // other's op(B) is packed: with a busy loop on one CPU, 1024^3 (TN) took 18.5-22.9 ms without this
+    // and 15.4 ms with rows of C shared (scripts/bench_ab.py, best / median of 2 rounds).
+    if (split_k && team == 2) {
+      T* Bown = tile_ws.b.get();
+      ranges[size_t(me)].reset(0, tiles);
+      pack_b(me, me + 1, 0, pack_items(me, me + 1), Bown);
+      packed_b[me].store(Bown, std::memory_order_release);  // (after the reset: a thief sees both)
+      const auto block_tile = [&](int block, const T* Bb, int64_t t) {
+        if (block == 0)
+          tile(Ap, t, 0, 1, Bb, C, ldc, accumulate);
+        else
+          tile(Ap, t, 1, 2, Bb, P, N, false);
+      };
+      for (int64_t t; (t = ranges[size_t(me)].claim(true)) >= 0;) block_tile(me, Bown, t);
+      const int other = 1 - me;
+      if (const T* Bo = packed_b[other].load(std::memory_order_acquire))
+        for (int64_t t; (t = ranges[size_t(other)].claim(false)) >= 0;) block_tile(other, Bo, t);
+      barrier();
+      const auto [i0, i1] = share(M);
+      for (int64_t i = i0; i < i1; ++i) AddRow(P + i * N, N, C + i * ldc);
+      return;
+    }
 
     for (int64_t kb0 = 0; kb0 < k_blocks; kb0 += blocks_per_super) {
       const int64_t kb1 = std::min(k_blocks, kb0 + blocks_per_super);
@@ -519,28 +629,10 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
         for (int r = me; r < threads; r += team)
           ranges[size_t(r)].reset(tiles * r / threads, tiles * (r + 1) / threads);
 
-      // 1) Pack op(B) for the k-blocks [kb0, kb1), shared by all threads. k-block kb's panels start at
-      //    Bp + (kb - kb0) * b_block_size.
-      if (!trans_b) {
-        // Bands of kPackRows rows, the same number in each k-block (the last band of a block may be short).
-        const int64_t bands_per_block = (kc_max + kPackRows - 1) / kPackRows;
-        const int64_t bands = (kb1 - kb0) * bands_per_block;
-        const auto [q0, q1] = share(bands * b_panels);  // band-major: a thread's bands are its rows of B
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t kb = kb0 + q / b_panels / bands_per_block, pb = q % b_panels;
-          const int64_t k0 = kb * kc_max + (q / b_panels % bands_per_block) * kPackRows;
-          const int64_t k1 = std::min({k0 + kPackRows, (kb + 1) * kc_max, K});
-          T* dst = Bp + (kb - kb0) * b_block_size + pb * b_panel_size + (k0 - kb * kc_max) * NR;
-          PackBPiece(B, ldb, N, k0, k1, pb * NR, NR, dst,
-                     q + 2 * b_panels < bands * b_panels ? dst + 2 * kPackRows * NR : nullptr);
-        }
-      } else {
-        const auto [q0, q1] = share((kb1 - kb0) * b_panels);
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t kb = kb0 + q / b_panels, pb = q % b_panels;
-          const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
-          PackBPanelTransposed(B, ldb, N, pb * NR, k0, kc, NR, Bp + q * b_panel_size);
-        }
+      // 1) Pack op(B) for the k-blocks [kb0, kb1), shared by all threads.
+      {
+        const auto [q0, q1] = share(pack_items(kb0, kb1));
+        pack_b(kb0, kb1, q0, q1, Bp);
       }
       barrier();  // op(B) is packed before any tile reads it
 
@@ -550,32 +642,13 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
       //    (TileRange). (OpenMP's dynamic schedule until stop 19. Fixed ranges instead, with the A-panels
       //    spread evenly over the rows of tiles, against it: the step fast 60.5 -> 59.9 ms, slow
       //    70.5 -> 66.1 ms, the matmul entries of normgrad_bench 3-5% faster, e.g. 1024^3 10.26 -> 9.96 ms.)
-      const auto tile = [&](int64_t t) {
-        const int64_t tm = t / tiles_n;  // row of tiles: A-panels [pa0, pa1), at most tile_a of them
-        const int64_t pa0 = tm * a_panels / tiles_m, pa1 = (tm + 1) * a_panels / tiles_m;
-        const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
-        for (int64_t kb = kb0; kb < kb1; ++kb) {
-          const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
-          PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
-          const T* Bk = Bp + (kb - kb0) * b_block_size;
-          for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
-            for (int64_t pa = pa0; pa < pa1; ++pa) {
-              const int64_t i0 = pa * kMR;
-              for (int64_t pb = sb; pb < std::min(pb1, sb + sweep_b); ++pb) {
-                const int64_t j0 = pb * NR;
-                kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, C + i0 * ldc + j0,
-                       ldc, std::min(kMR, M - i0), std::min(NR, N - j0), accumulate || kb > 0);
-              }
-            }
-          }
-        }
-      };
+      const auto my_tile = [&](int64_t t) { tile(Ap, t, kb0, kb1, Bp, C, ldc, accumulate || kb0 > 0); };
       if (team == 1) {
-        for (int64_t t = 0; t < tiles; ++t) tile(t);  // one thread: every tile in order, nothing to claim
+        for (int64_t t = 0; t < tiles; ++t) my_tile(t);  // one thread: every tile in order, nothing to claim
       } else {
         for (int step = 0; step < threads; ++step) {
           const int r = (me + step) % threads;
-          for (int64_t t; (t = ranges[size_t(r)].claim(r % team == me)) >= 0;) tile(t);
+          for (int64_t t; (t = ranges[size_t(r)].claim(r % team == me)) >= 0;) my_tile(t);
         }
       }
       if (kb1 < k_blocks) barrier();  // the next superblock's packing overwrites op(B)
