@@ -7,7 +7,7 @@
 // FMA. The fix is to keep a small tile of C in registers and to feed it from data laid out so that the
 // loads are contiguous and hit L1/L2:
 //
-//   for each k-superblock (several k-blocks of kc <= 1024; kc depends on K only, see Determinism):
+//   for each k-superblock (several k-blocks of kc <= 1024; kc depends on K and the form, see Determinism):
 //     pack op(B) for it into B-panels of NR columns, k-major: Bp[k * NR + c]   (shared by the threads)
 //     for each macro-tile of C (a few A-panels of MR rows x a range of B-panels), in parallel:
 //       for each k-block:
@@ -23,7 +23,9 @@
 //
 // The threads meet only twice per k-superblock (after packing op(B), and before it is overwritten); for
 // the trainer's shapes that is twice per GEMM. gemm_batched (attention's per-head products) runs small
-// GEMMs whole, one per thread, instead of splitting each one.
+// GEMMs whole, one per thread, instead of splitting each one. One exception to the plan above: the
+// weight-gradient form (op(A) transposed) with two k-blocks is split by k on two threads, each thread one
+// k-block over all of C (see "Split by k" in GemmT).
 //
 // kc: up to 1024. With kc = 1024 an A-panel (12 x 1024 x 4 B = 48 KiB) no longer fits the 32 KiB L1, but
 // the C tile is read and written once per k-block, and on this machine (Cascade Lake, busy L3) the wider
@@ -47,10 +49,12 @@
 // each row the last partial vector through a small stack buffer (tail-inl.h). No scalar loop over a row.
 //
 // Determinism: each C element is a sum over k in a fixed order: in k order inside a block (one register
-// accumulator), then block after block in order. kc depends only on K, no k-range is split across
-// threads, and each C element belongs to exactly one macro-tile. So how tiles are handed to threads
-// cannot change a single bit of the result: 1 and 2 threads agree bitwise. (Across
-// machines the result can differ in the last bits: SSE4 has no FMA, so MulAdd rounds twice there.)
+// accumulator), then block after block in order. kc depends only on K and on whether op(A) is transposed
+// (that form takes two k-blocks from K = 512 on), never on the thread count; no k-block is split across
+// threads, and each C element's block sums are added to it in block order (split by k included: thread
+// 1's block sum waits in a partial and is added after block 0's). So how tiles are handed to threads
+// cannot change a single bit of the result: 1 and 2 threads agree bitwise. (Across machines the result
+// can differ in the last bits: SSE4 has no FMA, so MulAdd rounds twice there.)
 //
 // Sizes on AVX-512 (32 registers): MR = 12, NV = 2 -> 24 accumulators + 2 B vectors + 1 broadcast.
 // For f32 that is a 12 x 32 tile: per k, 24 FMAs (12 cycles on two FMA ports) against 2 vector loads

@@ -114,8 +114,10 @@ static bool column_major(const Tensor& t) {
 // weight.t(), so A^T @ dC would be (in, out) row-major, and the transpose's backward would copy it into the
 // (out, in) weight. For a column-major input the gradient is therefore computed as the transposed product,
 // dB = (dC^T @ A)^T, and handed back as a transposed view; the weight then receives it contiguous. Each
-// element is the same products added in the same k order (the GEMM's order depends on K alone; see
-// tensor/kernels/gemm.cpp), so the bits are the same either way.
+// element is the same products added in the same k order, so the bits are the same either way: the GEMM's
+// order depends on K and on whether op(A) is transposed (tensor/kernels/gemm.cpp), and for a row-major
+// input A (linear's x) both A^T @ dC and dC^T @ A are of that form. (For a column-major A they would not be,
+// and from K = 512 their last bits could differ; which one runs depends only on the layouts.)
 // Measured (2026-11-25, exp2 step, 2 threads): the transposing copies were 2.6% of perf's samples.
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (on_device({a, b}, "matmul")) return device_kernels(a, "matmul").matmul(a, b);
