@@ -241,6 +241,13 @@ TEST(Gemm, SplitByKMatchesNaiveAndOneThread) {
   auto p = make_problem<double>(true, false, 90, 50, 700, 1, 5);
   set_num_threads(2);
   expect_close(p, true, describe(true, false, 90, 50, 700, 1, true) + " f64");
+  // A C over 8 MiB is not split by k (no partial copy of it), but keeps the two k-blocks: 1 and 2 threads
+  // still agree.
+  auto big = make_problem<float>(true, false, 2048, 1100, 1024, 0, 6);
+  const auto big2 = run_fast(big, true);
+  set_num_threads(1);
+  const auto big1 = run_fast(big, true);
+  EXPECT_EQ(0, std::memcmp(big1.data(), big2.data(), big1.size() * sizeof(float))) << "2048 x 1100, K 1024";
   set_num_threads(before);
 }
 

@@ -514,8 +514,10 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   // The micro-kernel for this A-panel layout (row-major unless op(A) is a transposed view).
   const auto kernel = trans_a ? &MicroKernel<false, T> : &MicroKernel<true, T>;
 
-  // Split by k (see the run below): two threads, two k-blocks, the weight-gradient form.
-  const bool split_k = trans_a && k_blocks == 2 && threads == 2;
+  // Split by k (see the run below): two threads, two k-blocks, the weight-gradient form, and a C small
+  // enough for its partial copy (at most kPackedBBytes; a bigger C has tiles enough to share by rows).
+  const bool split_k =
+      trans_a && k_blocks == 2 && threads == 2 && M * N * int64_t(sizeof(T)) <= kPackedBBytes;
   static thread_local Workspace<T> part_ws;  // split by k: thread 1's partial C (M x N)
   if (split_k) part_ws.reserve(0, size_t(M * N));
   T* const P = part_ws.b.get();
@@ -601,8 +603,9 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
     // in alternation, medians): two CCDs 66.6 -> 64.0 and 67.7 -> 65.3 ms, one CCX level (58.1 -> 58.5,
     // 62.6 -> 62.7 ms); 1 thread level.
     // A thread done with its own k-block takes the other's last tiles (as TileRange does below), once the
-    // other's op(B) is packed: with a busy loop on one CPU, 1024^3 (TN) took 18.5-22.9 ms without this
-    // and 15.4 ms with rows of C shared (scripts/bench_ab.py, best / median of 2 rounds).
+    // other's op(B) is packed. With a busy loop on one CPU, 1024^3 (TN) took 14.6-15.0 ms so, 18.5-22.9 ms
+    // without the stealing, and 15.4-16.8 ms shared by rows of C (scripts/bench_ab.py, 2 rounds, best to
+    // median).
     if (split_k && team == 2) {
       T* Bown = tile_ws.b.get();
       ranges[size_t(me)].reset(0, tiles);
