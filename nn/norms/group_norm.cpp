@@ -138,8 +138,13 @@ void GroupNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
       const auto vtc = hn::Set(d, b[c] - dmean * sc);
       const T* HWY_RESTRICT xs = xr + k * S;
       T* HWY_RESTRICT ys = yr + k * S;
-      for (int64_t s = 0; s < s_main; s += L)
-        StoreAs(d, hn::MulAdd(hn::Sub(LoadAs(d, xs + s), vK), vsc, vtc), ys + s);
+      auto y_of = [&](int64_t s) HWY_ATTR { return hn::MulAdd(hn::Sub(LoadAs(d, xs + s), vK), vsc, vtc); };
+      int64_t s = 0;
+      // Two vectors at a time: one instruction stores both as bf16 (StoreAs2), as in the row norms. bf16
+      // (16, 256, 32, 32), 1 thread (bench_ab, stop 20, best / median): 0.640 / 0.661 -> 0.515 / 0.543 ms;
+      // f32 level. (The same in the backward's dx loop measured level, and was left out.)
+      for (; s + 2 * L <= s_main; s += 2 * L) StoreAs2(d, y_of(s), y_of(s + L), ys + s);
+      for (; s < s_main; s += L) StoreAs(d, y_of(s), ys + s);
       if (s_rest) {
         const Tail<D, T> xt(xs + s_main, s_rest);
         Tail<D, T> yt(s_rest);
