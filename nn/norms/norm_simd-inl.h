@@ -125,6 +125,31 @@ HWY_INLINE void StoreAN(D d, hn::Vec<D> v, hn::TFromD<D>* HWY_RESTRICT p, size_t
   }
 }
 
+// The output pass of a group of kRows rows of n values starting at row r: out[(r + k) n + i, + count) =
+// f(k, (r + k) n + i, w[i, + count) as a vector, count), for every k and every vector i of the row. Two
+// vectors at a time, so that one StoreAs2 stores both (one instruction for bf16), then the last vector and
+// the tail (count < Lanes, zero-padded). Used by RMSNorm's and LayerNorm's backward (dx).
+template <int kRows, class D, typename T, class F>
+HWY_INLINE void StoreRowsInPairs(D d, const hn::TFromD<D>* HWY_RESTRICT w, int64_t r, int64_t n,
+                                 T* HWY_RESTRICT out, const F& f) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;
+  int64_t i = 0;
+  for (; i + 2 * L <= n_main; i += 2 * L) {
+    const auto w0 = hn::LoadU(d, w + i), w1 = hn::LoadU(d, w + i + L);
+    for (int k = 0; k < kRows; ++k) {
+      const int64_t off = (r + k) * n + i;
+      StoreAs2(d, f(k, off, w0, size_t(L)), f(k, off + L, w1, size_t(L)), out + off);
+    }
+  }
+  for (; i < n; i += L) {
+    const size_t count = std::min<size_t>(size_t(L), size_t(n - i));
+    const auto wv = LoadAN(d, w + i, count);
+    for (int k = 0; k < kRows; ++k)
+      StoreAsN(d, f(k, (r + k) * n + i, wv, count), out + (r + k) * n + i, count);
+  }
+}
+
 // Software prefetch one page ahead, for the pass that first reads a row from memory.
 //
 // Why: a row kernel reads the row once from L3/DRAM (pass 1) and then works on it in L1 (passes 2, 3), so the

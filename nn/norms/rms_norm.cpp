@@ -277,24 +277,11 @@ HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HW
       const auto xhat = hn::Mul(LoadAsN(d, x + off, count), vrs[k]);
       return hn::MulAdd(g, vrs[k], hn::Mul(xhat, k2[k]));
     };
-    int64_t i = 0;
-    // Two vectors at a time: one instruction stores both as bf16 (StoreAs2), as in the forward. Measured
+    // Two vectors per store (StoreRowsInPairs, norm_simd-inl.h), as in the forward. Measured
     // (AMD Zen 4, scripts/bench_ab.py, stop 20): bf16 backward, 1 thread, best / median: 4096 x 1024 0.99
     // / 1.16 -> 0.92 / 0.92 ms, 16384 x 256 1.06 / 1.07 -> 0.98 / 1.01 ms; f32 level and bit for bit the
     // same.
-    for (; i + 2 * L <= n_main; i += 2 * L) {
-      const auto wv0 = hn::LoadU(d, w + i), wv1 = hn::LoadU(d, w + i + L);
-      for (int k = 0; k < kRows; ++k) {
-        const int64_t off = (r + k) * n + i;
-        StoreAs2(d, dx_of(k, off, wv0, size_t(L)), dx_of(k, off + L, wv1, size_t(L)), dx + off);
-      }
-    }
-    for (; i < n; i += L) {  // the last vector, and the tail
-      const size_t count = std::min<size_t>(size_t(L), size_t(n - i));
-      const auto wv = LoadAN(d, w + i, count);
-      for (int k = 0; k < kRows; ++k)
-        StoreAsN(d, dx_of(k, (r + k) * n + i, wv, count), dx + (r + k) * n + i, count);
-    }
+    StoreRowsInPairs<kRows>(d, w, r, n, dx, dx_of);
   }
 }
 
