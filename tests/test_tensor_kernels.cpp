@@ -99,6 +99,44 @@ TEST(Kernels, SoftmaxRowsMatchReferenceOnEveryTarget) {
   });
 }
 
+// The row kernels' `end` argument only lets RowMax prefetch the rows after this one (rows of 4 KiB and
+// more): every row gives the same bits with and without it, the last ones included, where the prefetch
+// window reaches past `end` and the bound stops it. (A prefetch cannot fault, so no test sees a bound that
+// is wrong; the bound is there to keep every address inside the caller's memory.)
+TEST(Kernels, SoftmaxRowPrefetchEndChangesNothing) {
+  Generator g(5);
+  for_each_target([&] {
+    for (int64_t n : {1024, 1031, 2100, 4099}) {
+      const int64_t rows = 5;
+      Tensor x = mul(randn({rows, n}, g), 2.0), x64 = x.to(DType::f64);
+      const float* px = x.data<float>();
+      const double* px64 = x64.data<double>();
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = px + r * n;
+        for (bool log : {false, true}) {
+          std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+          ASSERT_TRUE(simd::softmax_row(xr, a.data(), n, log));
+          ASSERT_TRUE(simd::softmax_row(xr, b.data(), n, log, px + rows * n));
+          ASSERT_EQ(a, b) << n << " row " << r;
+        }
+        std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+        float la = 0, lb = 0, sa = 0, sb = 0;
+        ASSERT_TRUE(simd::scaled_softmax_row(xr, 0.25f, a.data(), n, &la));
+        ASSERT_TRUE(simd::scaled_softmax_row(xr, 0.25f, b.data(), n, &lb, px + rows * n));
+        ASSERT_EQ(a, b) << n << " row " << r;
+        ASSERT_EQ(la, lb);
+        ASSERT_TRUE(simd::logsumexp_row(xr, n, &sa));
+        ASSERT_TRUE(simd::logsumexp_row(xr, n, &sb, px + rows * n));
+        ASSERT_EQ(sa, sb);
+        std::vector<double> a64(static_cast<size_t>(n)), b64(static_cast<size_t>(n));
+        ASSERT_TRUE(simd::softmax_row(px64 + r * n, a64.data(), n, false));
+        ASSERT_TRUE(simd::softmax_row(px64 + r * n, b64.data(), n, false, px64 + rows * n));
+        ASSERT_EQ(a64, b64) << n << " row " << r;
+      }
+    }
+  });
+}
+
 // FastExp (kernels/fast_exp-inl.h), the exp inside the softmax / cross-entropy kernels, against std::exp
 // in double: relative error below FLT_EPSILON (1.19e-7) over [-87.3, 88], exactly 0 below (and at -inf),
 // exactly 1 at 0.

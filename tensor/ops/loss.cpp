@@ -55,7 +55,8 @@ void logsumexp_rows(const T* x, T* lse, int64_t N, int64_t V) {
   if (V == 0) return;
   parallel_for(N, std::max<int64_t>(1, 4096 / V), [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; ++r) {
-      if (!simd::logsumexp_row(x + r * V, V, lse + r)) logsumexp_rows_reference(x + r * V, lse + r, 1, V);
+      if (!simd::logsumexp_row(x + r * V, V, lse + r, x + N * V))  // (may prefetch to the end)
+        logsumexp_rows_reference(x + r * V, lse + r, 1, V);
     }
   });
 }
@@ -99,7 +100,7 @@ void cross_entropy_rows(const T* x, const int64_t* t, int64_t ignore_index, T sc
         std::fill(gr, gr + V, T(0));
         continue;
       }
-      if (!simd::scaled_softmax_row(xr, scale, gr, V, lse + r))
+      if (!simd::scaled_softmax_row(xr, scale, gr, V, lse + r, x + N * V))  // (may prefetch to the end)
         cross_entropy_rows_reference(xr, t + r, ignore_index, scale, lse + r, gr, 1, V);
       else
         gr[t[r]] -= scale;

@@ -55,7 +55,7 @@ void softmax_rows(const T* x, T* y, int64_t rows, int64_t L, bool log) {
   if (L == 0) return;
   parallel_for(rows, std::max<int64_t>(1, 4096 / L), [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; ++r) {
-      if (!simd::softmax_row(x + r * L, y + r * L, L, log))
+      if (!simd::softmax_row(x + r * L, y + r * L, L, log, x + rows * L))  // (may prefetch to the end)
         softmax_rows_reference(x + r * L, y + r * L, 1, L, log);
     }
   });
