@@ -61,11 +61,12 @@ constexpr bool bn_sums_wide(int64_t C, size_t acc) {
 // -> 1.06 ms. At C = 683 in f32 (24.6 KiB) the two were level, at C = 512 one sample per walk was 10%
 // faster. (Until 2026-11-25 the limit was the six arrays alone past the whole L1.)
 // f16 and bf16 storage never take it: at 1024 x 4096 in bf16 (96 KiB of arrays) one sample per walk was
-// faster too, A/B (`scripts/bench_ab.py --rounds 5`, best / median): 1 thread 1.93 / 1.98 -> 1.66 / 1.84 ms,
-// 2 threads 1.04 / 1.08 -> 0.97 / 0.99 ms. `perf annotate` shows why: GCC 12 does not inline the block
-// lambda there (the conversions make it bigger), so every 16 channels pay a call, a stack realignment and
-// the six constants spilled and reloaded for each sample. (Forcing it inline with always_inline made the
-// bf16 forward, which shares the pattern, 25-35% slower.) Each dx is computed the same way on both paths.
+// faster too. A/B on an Intel Xeon VM (AVX-512; 2026-11-25, stop 21; `scripts/bench_ab.py --rounds 5`,
+// best / median): 1 thread 1.93 / 1.98 -> 1.66 / 1.84 ms, 2 threads 1.04 / 1.08 -> 0.97 / 0.99 ms.
+// `perf annotate` shows why: GCC 12 does not inline the block lambda there (the conversions make it
+// bigger), so every 16 channels pay a call, a stack realignment and the six constants spilled and reloaded
+// for each sample. (Forcing it inline with always_inline made the bf16 forward, which shares the pattern,
+// 25-35% slower.) Each dx is computed the same way on both paths.
 constexpr bool bn_dx_wide(int64_t C, size_t acc, size_t elem) {
   return elem >= acc && int64_t(6 * acc + 3 * elem) * C > 32768;
 }

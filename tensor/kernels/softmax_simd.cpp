@@ -28,15 +28,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 //
 // The prefetch: the memory stream stops at the end of each row (passes 2 and 3 work in L1), so the hardware
 // prefetcher starts over on every row. For rows of 4 KiB and more, this pass asks for the line 8 KiB ahead,
-// into the rows after this one, up to `end` (the end of the caller's rows; nullptr: no prefetch). perf put
-// this pass level with the exp pass at 4096 x 1024 (1 thread, 2026-11-25). A/B on AMD Zen 4
+// into the rows after this one, up to `end` (the end of the caller's rows; nullptr: no prefetch). Measured
+// on an Intel Xeon VM (AVX-512, 48 KiB L1d and 2 MiB L2 per core, the copy from DRAM; 2026-11-25, stop 21),
+// where perf put this pass level with the exp pass at 4096 x 1024 (1 thread). A/B
 // (`scripts/bench_ab.py --filter softmax,cross_entropy --rounds 4`, best / median), 4096 x 1024, 2 threads:
 // softmax 0.709 / 0.746 -> 0.642 / 0.673 ms, cross-entropy 0.735 / 0.768 -> 0.646 / 0.661 ms; 1 thread
 // 1.39 / 1.50 -> 1.22 / 1.25 ms (softmax); at 1024 x 4096 (16 KiB rows) 3-4%. 4 KiB ahead gained less, 16
 // and 32 KiB nothing. `end` must reach past the caller's chunk of rows: bounded by each parallel_for chunk
 // (4 rows here) it gained nothing. (Tried on Zen 5 before, as a prefetch of the next row during pass 2: 12%
-// slower.) Results are unchanged; rows shorter than 4 KiB (attention's, the trainers' logits) never
-// prefetch.
+// slower; not measured on Zen 4, where LayerNorm's page-ahead prefetch slowed short rows.) Results are
+// unchanged; rows shorter than 4 KiB (attention's, the trainers' logits) never prefetch.
 template <typename T>
 inline constexpr int64_t kRowPrefetchAhead = 8192 / int64_t(sizeof(T));
 
