@@ -50,8 +50,7 @@ bool RowMax(const T* HWY_RESTRICT x, int64_t n, T* m_out, const T* end) {
   auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
   // Prefetch while x + i + ahead + 2N stays within [x, end): no address past the caller's memory.
   const int64_t ahead = kRowPrefetchAhead<T>;
-  const int64_t pf_last =
-      end && n * int64_t(sizeof(T)) >= 4096 ? std::min<int64_t>(n, (end - x) - ahead - 2 * N) : -1;
+  const int64_t pf_last = end && n * int64_t(sizeof(T)) >= 4096 ? (end - x) - ahead - 2 * N : -1;
   int64_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
     if (i <= pf_last) {
