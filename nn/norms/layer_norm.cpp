@@ -431,7 +431,13 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   // costs more than it brings (16384 x 256: 1.28 -> 0.93 ms without it at 2 threads, 2.6 -> 1.9 ms at 1;
   // 4096 x 1024: 1.69 -> 1.58 ms and 3.5 -> 2.9 ms), while at 1024 x 4096 it still helps a little (2.14
   // -> 2.01 ms, 4.37 -> 4.26 ms), as it did on the Zen 5 machine where it was introduced.
-  const bool prefetch = n * int64_t(sizeof(T)) >= 8192;
+  // Never for f16/bf16 rows: their four-row groups (below) are bound by the conversions and the arithmetic,
+  // not by memory, and the prefetches only got in the way. Measured on an Intel Xeon VM (AVX-512, stop 22,
+  // `scripts/bench_ab.py --rounds 5`, best / median), bf16 backward at 1024 x 4096: 2 threads 0.71 / 0.74
+  // -> 0.60 / 0.65 ms without, 1 thread 1.39-1.48 -> 1.19-1.24 ms; a prefetch once per 64-byte line instead
+  // of once per vector gained nothing. (f32 there: 0.97-0.99 -> 0.92-0.94 ms at 2 threads, level at 1;
+  // kept, for the AMD runs above.)
+  const bool prefetch = sizeof(T) >= 4 && n * int64_t(sizeof(T)) >= 8192;
   int64_t r = r0;
   // Wide rows (w, dweight and dbias past the L1: n > 2048 in f32) four at a time. Measured (AMD Zen 4, A/B in
   // alternating runs), backward at 1024 x 4096: f32 2.1-2.3 -> 1.9-2.0 ms at 2 threads, 4.4-4.7 -> 3.5-3.6
