@@ -196,8 +196,10 @@ TEST(Gemm, OneTwoAndThreeThreadsAreBitwiseEqual) {
     EXPECT_EQ(0, std::memcmp(f1.data(), f2.data(), f1.size() * sizeof(float))) << "f32 form " << form;
     EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(double))) << "f64 form " << form;
     // 3 threads, and a taller C: 1000 rows are 84 A-panels, in 17 rows of tiles of up to 5 panels that
-    // become 18 for 2 threads and 30 (up to 3 panels) for 3: the rows of tiles are rounded up to a multiple
-    // of the thread count and the panels spread over them. Different tiles; the same bits.
+    // become 18 for 2 threads and 21 (4 panels each, the least a tile takes where every thread has 4) for
+    // 3: the rows of tiles are rounded up to a multiple of the thread count and the panels spread over
+    // them. (The 203 rows above are 17 A-panels: 1 per tile before that minimum, 4 since.) Different
+    // tiles; the same bits.
     set_num_threads(3);
     auto f3 = run_fast(p32, true);
     auto d3 = run_fast(p64, false);
