@@ -498,14 +498,14 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   // At least 4 A-panels a tile where every thread has 4: a tile's B-panels are swept through the L2 once
   // per tile row and then serve its tile_a A-panels, so one A-panel per tile (what ~8 tiles per thread
   // gave for M < 768 at 2 threads) streams the tile's whole op(B) from L3 again for every 12 rows of C.
-  // Measured on an Intel Xeon VM (stop 22, a driver calling gemm, now bench/gemm_shape, best of 30;
-  // `gemm_shape
-  // --form NN -m 256 -n 1024 -k 1024`): M = 256, N = K = 1024 NN 194 -> 264 GFLOP/s on 2 threads (1 thread,
-  // where the old rule gave 2: 144 -> 150), TN (the weight gradient, split by k) 261 -> 303; the two builds
-  // again in alternation, later on a slower host: NN 149-154 -> 204-219, TN 196-208 -> 226-232; exp2's step,
-  // whose TN 256 x 1024 x 1024 product ran at 41% of peak (bench/step_states, 8 alternating runs of 30
-  // steps): median 46.45 -> 46.05 ms, best 43.45 ms either way. M >= 768 (>= 384 on 1 thread) is unchanged.
-  // (Tiles only decide which thread computes which part of C, never a sum's order.)
+  // Measured on an Intel Xeon VM (stop 22, a driver calling gemm, now bench/gemm_shape, best of 30):
+  // M = 256, N = K = 1024 NN 194 -> 264 GFLOP/s on 2 threads (1 thread, where the old rule gave 2: 144 ->
+  // 150), TN (the weight gradient, split by k) 261 -> 303; the two builds again in alternation, later on a
+  // slower host (`gemm_shape --form NN -m 256 -n 1024 -k 1024`, then `--form TN`): NN 149-154 -> 204-219,
+  // TN 196-208 -> 226-232; exp2's step, whose TN 256 x 1024 x 1024 product ran at 41% of peak
+  // (bench/step_states, 8 alternating runs of 30 steps): median 46.45 -> 46.05 ms, best 43.45 ms either
+  // way. M >= 768 (>= 384 on 1 thread) is unchanged. (Tiles only decide which thread computes which part
+  // of C, never a sum's order.)
   const int64_t min_tile_a = std::clamp<int64_t>(a_panels / threads, 1, 4);  // 4, or what a thread has
   const int64_t tile_a = std::clamp<int64_t>(a_panels / (8 * threads), min_tile_a, 8);
   int64_t tiles_m = (a_panels + tile_a - 1) / tile_a;
