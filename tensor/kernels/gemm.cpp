@@ -356,7 +356,8 @@ NG_GEMM_KERNEL_ATTR HWY_NOINLINE void MicroKernel(int64_t kc, const T* HWY_RESTR
     // on AVX2), so that it is in L1 when its turn comes. Past the panel's end this reaches into the next
     // B-panel, which the next call reads (a prefetch never faults, even past the buffer).
     hwy::Prefetch(b_row + kBAhead * NR);
-    if constexpr (kNV * hn::MaxLanes(d) * sizeof(T) > 64) hwy::Prefetch(b_row + kBAhead * NR + 64 / sizeof(T));
+    if constexpr (kNV * hn::MaxLanes(d) * sizeof(T) > 64)
+      hwy::Prefetch(b_row + kBAhead * NR + 64 / sizeof(T));
     V b[kNV];
     HWY_UNROLL(kNV)
     for (int64_t v = 0; v < kNV; ++v) b[v] = hn::Load(d, b_row + v * L);
