@@ -37,6 +37,21 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "timed calls (after one untimed)")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
+  // A, B and C as f32, in all: refuse a shape whose buffers could not be allocated, rather than die in
+  // std::bad_alloc (or overflow the size arithmetic) after the fact.
+  const int64_t copies_wanted = std::max<int64_t>(batch, 1);
+  const double bytes =
+      4.0 * double(copies_wanted) * (double(M) * double(K) + double(K) * double(N) + double(M) * double(N));
+  constexpr double kMaxBytes = 16.0 * (1 << 30);
+  if (bytes > kMaxBytes) {
+    std::fprintf(
+        stderr,
+        "gemm_shape: the buffers of M %lld N %lld K %lld (x %lld) would take %.1f GiB; at most %.0f GiB "
+        "is allowed\n",
+        static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
+        static_cast<long long>(copies_wanted), bytes / (1 << 30), kMaxBytes / (1 << 30));
+    return 2;
+  }
   const bool ta = form[0] == 'T', tb = form[1] == 'T';
   ng::set_num_threads(threads);
   std::mt19937 gen(1);
@@ -47,7 +62,7 @@ int main(int argc, char** argv) {
   for (float& v : A) v = dist(gen);
   for (float& v : B) v = dist(gen);
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;  // stored A: M x K (or K x M), B: K x N (or N x K)
-  std::vector<int64_t> a_off, b_off;  // --batch: product b's A and B start here
+  std::vector<int64_t> a_off, b_off;                 // --batch: product b's A and B start here
   for (int64_t b = 0; b < batch; ++b) {
     a_off.push_back(b * M * K);
     b_off.push_back(b * K * N);
@@ -70,7 +85,7 @@ int main(int argc, char** argv) {
   const std::string times = batch > 0 ? " x " + std::to_string(batch) : "";
   std::printf(
       "%s M %lld N %lld K %lld%s, %d threads: best %.3f ms (%.0f GFLOP/s), median %.3f ms (%.0f GFLOP/s)\n",
-      form.c_str(), static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K), times.c_str(), threads,
-      best, gflop / best * 1e3, median, gflop / median * 1e3);
+      form.c_str(), static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
+      times.c_str(), threads, best, gflop / best * 1e3, median, gflop / median * 1e3);
   return 0;
 }
