@@ -49,6 +49,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,11 +105,14 @@ Timing time_it(const std::function<void()>& fn, double min_time = -1) {
   return {t.front(), t[t.size() / 2], int(t.size())};
 }
 
+std::set<std::string> g_filters_matched;  // the --filter substrings that some entry's name contained
+
 bool selected(const std::string& name) {
   if (opt.filters.empty()) return true;
+  bool any = false;
   for (const auto& f : opt.filters)
-    if (name.find(f) != std::string::npos) return true;
-  return false;
+    if (name.find(f) != std::string::npos) g_filters_matched.insert(f), any = true;
+  return any;
 }
 
 // ---- output -----------------------------------------------------------------------------------------
@@ -741,5 +745,14 @@ int main(int argc, char** argv) {
         {"figure", fmt(double(ru.ru_maxrss) / 1024.0) + " MB peak RSS"},
         {"baseline_text", "total run " + fmt(total) + " s"}});
   print_table(opt.json ? std::cerr : std::cout);
+
+  // A --filter substring that no entry's name contains is most likely a typo: say so, and fail the run
+  // when nothing but the baselines ran.
+  for (const auto& f : opt.filters)
+    if (!g_filters_matched.count(f))
+      std::cerr << "normgrad_bench: --filter '" << f
+                << "' matched no entry (names look like matmul/1024x1024x1024/NN, "
+                   "layer_norm/4096x1024/bf16/fwd, train_step/exp2/preln_rmsnorm)\n";
+  if (!opt.filters.empty() && g_filters_matched.empty()) return 2;
   return 0;
 }
