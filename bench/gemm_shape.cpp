@@ -39,9 +39,9 @@ int main(int argc, char** argv) {
 
   // A, B and C as f32, in all: refuse a shape whose buffers could not be allocated, rather than die in
   // std::bad_alloc (or overflow the size arithmetic) after the fact.
-  const int64_t copies_wanted = std::max<int64_t>(batch, 1);
+  const int64_t copies = std::max<int64_t>(batch, 1);  // products: their A, B and C side by side
   const double bytes =
-      4.0 * double(copies_wanted) * (double(M) * double(K) + double(K) * double(N) + double(M) * double(N));
+      4.0 * double(copies) * (double(M) * double(K) + double(K) * double(N) + double(M) * double(N));
   constexpr double kMaxBytes = 16.0 * (1 << 30);
   if (bytes > kMaxBytes) {
     std::fprintf(
@@ -49,14 +49,13 @@ int main(int argc, char** argv) {
         "gemm_shape: the buffers of M %lld N %lld K %lld (x %lld) would take %.1f GiB; at most %.0f GiB "
         "is allowed\n",
         static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
-        static_cast<long long>(copies_wanted), bytes / (1 << 30), kMaxBytes / (1 << 30));
+        static_cast<long long>(copies), bytes / (1 << 30), kMaxBytes / (1 << 30));
     return 2;
   }
   const bool ta = form[0] == 'T', tb = form[1] == 'T';
   ng::set_num_threads(threads);
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
-  const int64_t copies = std::max<int64_t>(batch, 1);
   std::vector<float> A(static_cast<size_t>(copies * M * K)), B(static_cast<size_t>(copies * K * N)),
       C(static_cast<size_t>(copies * M * N));
   for (float& v : A) v = dist(gen);

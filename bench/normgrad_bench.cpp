@@ -110,8 +110,11 @@ std::set<std::string> g_filters_matched;  // the --filter substrings that some e
 bool selected(const std::string& name) {
   if (opt.filters.empty()) return true;
   bool any = false;
-  for (const auto& f : opt.filters)
-    if (name.find(f) != std::string::npos) g_filters_matched.insert(f), any = true;
+  for (const auto& f : opt.filters) {
+    if (name.find(f) == std::string::npos) continue;
+    g_filters_matched.insert(f);
+    any = true;
+  }
   return any;
 }
 
