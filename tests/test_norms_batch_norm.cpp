@@ -353,6 +353,47 @@ TEST(BatchNorm, HostileChannelsInWideRows) {
   }
 }
 
+// The statistics' one-walk shifted sums (batch_norm.cpp, BatchNormMomentsChunk) and their check. 8000 x 3
+// in f32 is one chunk of 8000 samples, so a far shift would cost many bits:
+//   channel 0: the first 8 samples (the shift's) at 1000, the rest N(0, 1): the check must send it to the
+//              centred pass B (var within 1e-6 of the truth with it, 5e-4 off without it, on AVX-512);
+//   channel 1: sorted, 0 .. 7999: the shift sits 1.7 standard deviations low, which the check lets through
+//              (at most two bits lost: 4e-6 off on AVX-512);
+//   channel 2: mean 1e4, std 1e-2 (the differences from the shift are exact).
+// Each channel alone in the array loop (C = 3), and again at the same column of a 1100-channel input, whose
+// statistics run in register blocks (and in 64 chunks: only the first has the outliers). On every SIMD
+// target: each splits the sums into lanes its own way.
+TEST(BatchNorm, ShiftedStatisticsAreCheckedAgainstCancellation) {
+  const int64_t N = 8000;
+  Generator gen(21);
+  const std::vector<double> z = randn({N}, gen, DType::f64).to_vector<double>();
+  auto value = [&](int64_t n, int64_t c) {
+    if (c == 0) return n < 8 ? 1000.0 : z[size_t(n)];
+    if (c == 1) return double(n);
+    return double(float(1e4 + 1e-2 * z[size_t(n)]));
+  };
+  for (int64_t C : {int64_t(3), int64_t(1100)}) {
+    std::vector<double> xs(size_t(N * C), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) xs[size_t(n * C + c)] = c < 3 ? value(n, c) : z[size_t((n + c) % N)];
+    const auto truth = norms::batch_norm_forward(from_vector(xs, {N, C}, DType::f64), N, C, 1, Tensor(),
+                                                 Tensor(), Tensor(), Tensor(), 1e-5, norms::Impl::reference);
+    const std::vector<double> tv = truth.var.to_vector<double>(), tm = truth.mean.to_vector<double>();
+    const Tensor x = from_vector(xs, {N, C}, DType::f32);
+    const int targets = for_each_target([&] {
+      const auto fast = norms::batch_norm_forward(x, N, C, 1, Tensor(), Tensor(), Tensor(), Tensor(), 1e-5,
+                                                  norms::Impl::fast);
+      const std::vector<double> fv = fast.var.to_vector<double>(), fm = fast.mean.to_vector<double>();
+      for (int64_t c = 0; c < 3; ++c) {
+        EXPECT_LE(std::abs(fv[size_t(c)] / tv[size_t(c)] - 1), 3e-5) << "C " << C << " channel " << c;
+        EXPECT_LE(std::abs(fm[size_t(c)] - tm[size_t(c)]), 1e-4 * std::sqrt(tv[size_t(c)]))
+            << "channel " << c;
+      }
+    });
+    EXPECT_GE(targets, 2);
+  }
+}
+
 TEST(BatchNorm, HalfPrecisionMatchesF32) {
   Generator gen(90);
   Tensor x = randn({16, 8, 3}, gen), dy = randn({16, 8, 3}, gen);

@@ -25,6 +25,7 @@
 // Layout of this file: 1. formula  2. scalar reference loop  3. fast Highway + OpenMP kernel  4. backward:
 // derivation, reference, fast kernel  5. the autograd op F::batch_norm  6. nn::BatchNorm1d/2d.
 // Walk-through: docs/norms/batch_norm.md.
+#include <limits>
 #include <memory>
 
 #undef HWY_TARGET_INCLUDE
@@ -183,6 +184,46 @@ HWY_INLINE void AccumulateSamples(D d, const T* HWY_RESTRICT x, int64_t n0, int6
   for (; n < n1; ++n) AccumulateAcross<1>(d, x + n * stride, stride, C, acc, f);
 }
 
+// The tree every statistics walk adds R samples' vectors in: (v0 + v1) + (v2 + v3), or v0.
+template <int R, class V>
+HWY_INLINE V Tree(const V* v) {
+  static_assert(R == 4 || R == 1);
+  if constexpr (R == 4) return hn::Add(hn::Add(v[0], v[1]), hn::Add(v[2], v[3]));
+  return v[0];
+}
+
+// R consecutive samples of an (N, stride) input, channels [0, C) from row on, shifted by K:
+//   s1[c] += tree(x_kc - K_c),  s2[c] += tree((x_kc - K_c)^2)      (the statistics' pass A, below)
+template <int R, class D, typename T>
+HWY_INLINE void ShiftedSumsAcross(D d, const T* HWY_RESTRICT row, int64_t stride, int64_t C,
+                                  const hn::TFromD<D>* HWY_RESTRICT K, hn::TFromD<D>* HWY_RESTRICT s1,
+                                  hn::TFromD<D>* HWY_RESTRICT s2) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  for (int64_t c = 0; c < C; c += L) {
+    const size_t cnt = size_t(std::min(L, C - c));
+    const auto vK = LoadAN(d, K + c, cnt);
+    hn::Vec<D> t[R], sq[R];
+    for (int k = 0; k < R; ++k) {
+      t[k] = hn::Sub(LoadAsN(d, row + k * stride + c, cnt), vK);
+      sq[k] = hn::Mul(t[k], t[k]);
+    }
+    StoreAN(d, hn::Add(LoadAN(d, s1 + c, cnt), Tree<R>(t)), s1 + c, cnt);
+    StoreAN(d, hn::Add(LoadAN(d, s2 + c, cnt), Tree<R>(sq)), s2 + c, cnt);
+  }
+}
+
+// From a chunk's shifted sums s1 = sum (x - K), s2 = sum (x - K)^2 of `count` values: dmean = s1 / count and
+// m2 = s2 - s1 * dmean. Returns the lanes whose m2 cannot be trusted: count * dmean^2 > 4 m2 (more than two
+// bits lost to the cancellation), or m2 negative, infinite or NaN.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE hn::Mask<D> ShiftedMoments(D d, V s1, V s2, V count, V& dmean, V& m2) {
+  dmean = hn::Div(s1, count);
+  m2 = hn::NegMulAdd(s1, dmean, s2);
+  const auto trusted = hn::And(hn::Le(hn::Mul(s1, dmean), hn::Mul(hn::Set(d, hn::TFromD<D>(4)), m2)),
+                               hn::Lt(m2, hn::Set(d, std::numeric_limits<hn::TFromD<D>>::infinity())));
+  return hn::Not(trusted);
+}
+
 // Statistics of samples [n0, n1): per channel, out_mean[c] and out_m2[c] = sum (x - out_mean[c])^2 (double).
 template <typename T>
 void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int64_t C, int64_t S,
@@ -194,60 +235,91 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
   std::vector<A> K(static_cast<size_t>(C)), acc(static_cast<size_t>(C), A(0));
 
   if (S == 1) {
-    // Vectors across channels. Shift K_c: the chunk's first sample.
+    // Vectors across channels. Per channel c, one walk over the chunk from memory (pass A), with a shift:
+    //   K_c  = the mean of the chunk's first m = min(8, samples) samples
+    //   pass A: s1_c = sum_n (x_nc - K_c),  s2_c = sum_n (x_nc - K_c)^2
+    //           dmean_c = s1_c / count,     m2_c = s2_c - s1_c * dmean_c      (mean = K_c + dmean_c)
+    // and a check, as in LayerNorm's statistics (layer_norm.cpp, part 3): s2 - s1 * dmean cancels in
+    // proportion to dmean^2 / var, how far K sits from the chunk's mean in units of its spread. When
+    // count * dmean^2 > 4 * m2 (more than two bits lost: an outlier among the first samples, sorted data), or
+    // the sums are not finite, that channel's M2 is taken again the centred way from the chunk, still in the
+    // cache (pass B):  m2_c = sum_n ((x_nc - K_c) - dmean_c)^2.
+    // K averages 8 samples so that the check almost never fails on ordinary data: dmean is then the
+    // difference of two sample means, dmean^2 / var ~ chi^2(1) / 8, past 4 about once in 10^8 channels.
+    // (Until 2026-11-26 every chunk took both passes, K the first sample. One walk instead of two: measured
+    // in docs/performance.md, "stop 24".) Whether pass B runs never changes another channel's bits.
     //
-    // Channels in blocks of kBlock vectors whose shift, sum and M2 stay in registers while the block's
-    // column of the chunk is walked twice (pass A, then pass B while that column is still in L1):
-    //   pass A: acc_c = sum_n (x_nc - K_c)          dmean_c = acc_c / count
-    //   pass B: m2_c  = sum_n ((x_nc - K_c) - dmean_c)^2
-    // The same operations in the same order per channel as the loop over whole rows below (which does the
-    // channels left over), so the same bits. Why: that loop keeps K, acc, dmean and m2 in arrays, so each
-    // vector of x costs 3-4 loads and a store besides its own load, and at C = 4096 the four arrays (64
+    // Channels in blocks of kBlock vectors whose shift and sums stay in registers while the block's column of
+    // the chunk is walked. The same operations in the same order per channel as the loop over whole rows
+    // below (which does the channels left over), so the same bits. Why: that loop keeps K and the sums in
+    // arrays, so each vector of x costs loads and stores besides its own load, and at C = 4096 the arrays (64
     // KiB) no longer fit the L1: the statistics took longer than the output pass. But walking a chunk
     // column-block by column-block reads its rows as many short streams (32 rows of 4 KiB at C = 1024),
     // which the hardware prefetchers follow worse than whole rows: measured (1 thread, AMD Zen 4, forward
     // f32, A/B) 5.8 -> 4.7 ms at 1024 x 4096, but 3.2 -> 3.5-3.9 ms at 4096 x 1024 and 2.4-2.8 -> 2.9-3.3
-    // ms at 16384 x 256. So the blocks are used only where the four arrays would not fit half of a 32 KiB
-    // L1 (C > 1024 in f32).
+    // ms at 16384 x 256. So the blocks are used only where four arrays would not fit half of a 32 KiB L1
+    // (C > 1024 in f32).
     constexpr int64_t kBlock = 4;
     const bool arrays_fit_l1 = !bn_stats_wide(C, sizeof(A));
     const int64_t L = int64_t(hn::Lanes(d));
-    const auto vcount = hn::Set(d, count);
+    const int64_t m = std::min<int64_t>(n1 - n0, 8);
+    const auto vm = hn::Set(d, A(m)), vcount = hn::Set(d, count);
     constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(A);
     HWY_ALIGN A k_out[kBlock * kMaxLanes], dmean_out[kBlock * kMaxLanes], m2_out[kBlock * kMaxLanes];
     int64_t cb = 0;
     for (; !arrays_fit_l1 && cb + kBlock * L <= C; cb += kBlock * L) {
-      hn::Vec<D> vK[kBlock], va[kBlock], vm2[kBlock];
-      for (int64_t j = 0; j < kBlock; ++j) {
-        vK[j] = LoadAs(d, x + n0 * C + cb + j * L);
-        va[j] = hn::Zero(d);
-        vm2[j] = hn::Zero(d);
-      }
-      // Samples four at a time, then one by one, summed in the same tree as AccumulateSamples.
-      auto walk = [&](hn::Vec<D>* sum, const auto& f) {
+      hn::Vec<D> vK[kBlock], vs1[kBlock], vs2[kBlock];
+      for (int64_t j = 0; j < kBlock; ++j) vK[j] = vs1[j] = vs2[j] = hn::Zero(d);
+      // Samples [n0, e) four at a time, then one by one, in the same trees as AccumulateSamples:
+      // f(j, vectors of R samples) adds them into block j's sums.
+      auto walk = [&](int64_t e, const auto& f) {
         int64_t n = n0;
-        for (; n + 4 <= n1; n += 4) {
-          const T* HWY_RESTRICT xr = x + n * C + cb;
+        for (; n + 4 <= e; n += 4)
           for (int64_t j = 0; j < kBlock; ++j) {
-            const T* HWY_RESTRICT p = xr + j * L;
-            sum[j] =
-                hn::Add(sum[j], hn::Add(hn::Add(f(LoadAs(d, p), j), f(LoadAs(d, p + C), j)),
-                                        hn::Add(f(LoadAs(d, p + 2 * C), j), f(LoadAs(d, p + 3 * C), j))));
+            const T* HWY_RESTRICT p = x + n * C + cb + j * L;
+            const hn::Vec<D> v[4] = {LoadAs(d, p), LoadAs(d, p + C), LoadAs(d, p + 2 * C),
+                                     LoadAs(d, p + 3 * C)};
+            f.template operator()<4>(j, v);
           }
-        }
-        for (; n < n1; ++n)
-          for (int64_t j = 0; j < kBlock; ++j)
-            sum[j] = hn::Add(sum[j], f(LoadAs(d, x + n * C + cb + j * L), j));
+        for (; n < e; ++n)
+          for (int64_t j = 0; j < kBlock; ++j) {
+            const hn::Vec<D> v[1] = {LoadAs(d, x + n * C + cb + j * L)};
+            f.template operator()<1>(j, v);
+          }
       };
-      walk(va, [&](hn::Vec<D> v, int64_t j) { return hn::Sub(v, vK[j]); });
-      for (int64_t j = 0; j < kBlock; ++j) va[j] = hn::Div(va[j], vcount);  // dmean
-      walk(vm2, [&](hn::Vec<D> v, int64_t j) {
-        const auto t = hn::Sub(hn::Sub(v, vK[j]), va[j]);
-        return hn::Mul(t, t);
+      walk(n0 + m, [&]<int R>(int64_t j, const hn::Vec<D>* v) { vK[j] = hn::Add(vK[j], Tree<R>(v)); });
+      for (int64_t j = 0; j < kBlock; ++j) vK[j] = hn::Div(vK[j], vm);
+      // pass A
+      walk(n1, [&]<int R>(int64_t j, const hn::Vec<D>* v) {
+        hn::Vec<D> t[R], sq[R];
+        for (int k = 0; k < R; ++k) t[k] = hn::Sub(v[k], vK[j]), sq[k] = hn::Mul(t[k], t[k]);
+        vs1[j] = hn::Add(vs1[j], Tree<R>(t));
+        vs2[j] = hn::Add(vs2[j], Tree<R>(sq));
       });
+      hn::Vec<D> vdm[kBlock], vm2[kBlock];
+      bool any_bad = false;
+      for (int64_t j = 0; j < kBlock; ++j)
+        any_bad |= !hn::AllFalse(d, ShiftedMoments(d, vs1[j], vs2[j], vcount, vdm[j], vm2[j]));
+      if (any_bad) {  // pass B for the block; the channels that passed the check keep their one-walk M2
+        hn::Vec<D> vc[kBlock];
+        for (int64_t j = 0; j < kBlock; ++j) vc[j] = hn::Zero(d);
+        walk(n1, [&]<int R>(int64_t j, const hn::Vec<D>* v) {
+          hn::Vec<D> sq[R];
+          for (int k = 0; k < R; ++k) {
+            const auto t = hn::Sub(hn::Sub(v[k], vK[j]), vdm[j]);
+            sq[k] = hn::Mul(t, t);
+          }
+          vc[j] = hn::Add(vc[j], Tree<R>(sq));
+        });
+        for (int64_t j = 0; j < kBlock; ++j) {
+          hn::Vec<D> unused_dm, unused_m2;
+          vm2[j] =
+              hn::IfThenElse(ShiftedMoments(d, vs1[j], vs2[j], vcount, unused_dm, unused_m2), vc[j], vm2[j]);
+        }
+      }
       for (int64_t j = 0; j < kBlock; ++j) {
         hn::Store(vK[j], d, k_out + j * L);
-        hn::Store(va[j], d, dmean_out + j * L);
+        hn::Store(vdm[j], d, dmean_out + j * L);
         hn::Store(vm2[j], d, m2_out + j * L);
       }
       for (int64_t i = 0; i < kBlock * L; ++i) {  // mean = K + dmean, added in double as below
@@ -259,19 +331,40 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
 
     // The channels left over, [cb, C): whole-row loops over arrays.
     const int64_t Cr = C - cb;
-    const T* HWY_RESTRICT first = x + n0 * C + cb;
-    AccumulateAcross<1>(d, first, C, Cr, K.data(), [&](hn::Vec<D> v, int64_t, size_t) { return v; });
-    // pass A: acc_c = sum_n (x_nc - K_c)
-    AccumulateSamples(d, x + cb, n0, n1, C, Cr, acc.data(), [&](hn::Vec<D> v, int64_t c, size_t cnt) {
-      return hn::Sub(v, LoadAN(d, K.data() + c, cnt));
-    });
-    std::vector<A> dmean(static_cast<size_t>(Cr)), m2(static_cast<size_t>(Cr), A(0));
-    for (int64_t c = 0; c < Cr; ++c) dmean[c] = acc[c] / count;
-    // pass B: m2_c = sum_n ((x_nc - K_c) - dmean_c)^2
-    AccumulateSamples(d, x + cb, n0, n1, C, Cr, m2.data(), [&](hn::Vec<D> v, int64_t c, size_t cnt) {
-      const auto t = hn::Sub(hn::Sub(v, LoadAN(d, K.data() + c, cnt)), LoadAN(d, dmean.data() + c, cnt));
-      return hn::Mul(t, t);
-    });
+    const size_t nr = static_cast<size_t>(Cr);
+    std::vector<A> s1(nr, A(0)), s2(nr, A(0)), dmean(nr), m2(nr);
+    AccumulateSamples(d, x + cb, n0, n0 + m, C, Cr, K.data(),
+                      [&](hn::Vec<D> v, int64_t, size_t) { return v; });
+    for (int64_t c = 0; c < Cr; ++c) K[c] = K[c] / A(m);
+    // pass A
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4)
+      ShiftedSumsAcross<4>(d, x + n * C + cb, C, Cr, K.data(), s1.data(), s2.data());
+    for (; n < n1; ++n) ShiftedSumsAcross<1>(d, x + n * C + cb, C, Cr, K.data(), s1.data(), s2.data());
+    bool any_bad = false;
+    for (int64_t c = 0; c < Cr; c += L) {
+      const size_t cnt = size_t(std::min(L, Cr - c));
+      hn::Vec<D> vdm, vm2;
+      any_bad |= !hn::AllFalse(
+          d, hn::And(hn::FirstN(d, cnt), ShiftedMoments(d, LoadAN(d, s1.data() + c, cnt),
+                                                        LoadAN(d, s2.data() + c, cnt), vcount, vdm, vm2)));
+      StoreAN(d, vdm, dmean.data() + c, cnt);
+      StoreAN(d, vm2, m2.data() + c, cnt);
+    }
+    if (any_bad) {  // pass B; the channels that passed the check keep their one-walk M2
+      std::vector<A> centred(nr, A(0));
+      AccumulateSamples(d, x + cb, n0, n1, C, Cr, centred.data(), [&](hn::Vec<D> v, int64_t c, size_t cnt) {
+        const auto t = hn::Sub(hn::Sub(v, LoadAN(d, K.data() + c, cnt)), LoadAN(d, dmean.data() + c, cnt));
+        return hn::Mul(t, t);
+      });
+      for (int64_t c = 0; c < Cr; c += L) {
+        const size_t cnt = size_t(std::min(L, Cr - c));
+        hn::Vec<D> vdm, vm2;
+        const auto bad =
+            ShiftedMoments(d, LoadAN(d, s1.data() + c, cnt), LoadAN(d, s2.data() + c, cnt), vcount, vdm, vm2);
+        StoreAN(d, hn::IfThenElse(bad, LoadAN(d, centred.data() + c, cnt), vm2), m2.data() + c, cnt);
+      }
+    }
     for (int64_t c = 0; c < Cr; ++c) {
       out_mean[cb + c] = double(K[c]) + double(dmean[c]);
       out_m2[cb + c] = double(m2[c]);
