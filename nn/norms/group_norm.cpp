@@ -569,6 +569,12 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
   HWY_ALIGN A red[kL * kL], ks[kL], dbuf[kL], rbuf[kL];
   for (int64_t q = 0; q < kL; ++q) hn::Store(hn::Zero(d), d, red + q * L), ks[q] = A(0);
 
+  // Pass 1 reads the batch from memory, passes 2 and 3 work in L1, so the stream of x stops and restarts
+  // with every batch: pass 1 asks for each line 2 KiB (about one batch) ahead. Measured (Xeon model 207, 2
+  // threads, scripts/bench_ab.py --rounds 4, best / median ms): f32 4096 x 1024 0.742 / 0.761 -> 0.686 /
+  // 0.695, 1024 x 4096 0.804 / 0.821 -> 0.788 / 0.800; 4 KiB ahead the same, 8 KiB slower; bf16 level.
+  constexpr int64_t kLine = 64 / int64_t(sizeof(T)), kAhead = 2048 / int64_t(sizeof(T));
+  const T* x_end = x + r1 * m;
   for (int64_t r = r0, ch0 = r0 % G * m; r < r1; r += B) {  // r: the batch's first group, ch0: its channel
     const int64_t nb = std::min(B, r1 - r);
     const T* HWY_RESTRICT xb = x + r * m;
@@ -577,6 +583,7 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
     // pass 1: per group, c = x - K summed into one vector
     for (int64_t q = 0; q < nb; ++q) {
       const T* HWY_RESTRICT xg = xb + q * m;
+      for (int64_t i = 0; i < m; i += kLine) PrefetchAhead<kAhead>(xg + i, x_end);
       const A K = hn::GetLane(LoadAs(d, xg));
       const auto vK = hn::Set(d, K);
       ks[q] = K;

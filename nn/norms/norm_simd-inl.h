@@ -159,12 +159,17 @@ HWY_INLINE void StoreRowsInPairs(D d, const hn::TFromD<D>* HWY_RESTRICT w, int64
 // 1024 x 4096). The same in LayerNorm's forward and in RMSNorm's passes measured no gain (RMSNorm backward at
 // 16384 x 256 got slower), so only LayerNorm's backward uses it, and (since a run on AMD Zen 4, where it
 // slowed short rows by up to 40%) only for rows of 8 KiB and more; see LayerNormBackwardRows. `end` bounds
-// the prefetches to memory the caller owns (the end of its chunk of rows).
+// the prefetches to memory the caller owns (the end of its chunk of rows). GroupNorm's (N, C) batches ask
+// kAhead elements ahead instead (2 KiB: ForwardLargeGroups says why).
 template <typename T>
 inline constexpr int64_t kPrefetchAhead = 4096 / int64_t(sizeof(T));
+template <int64_t kAhead, typename T>
+HWY_INLINE void PrefetchAhead(const T* p, const T* end) {
+  if (end - p > kAhead) hwy::Prefetch(p + kAhead);  // (no pointer past the end)
+}
 template <typename T>
 HWY_INLINE void PrefetchAhead(const T* p, const T* end) {
-  if (end - p > kPrefetchAhead<T>) hwy::Prefetch(p + kPrefetchAhead<T>);  // (no pointer past the end)
+  PrefetchAhead<kPrefetchAhead<T>>(p, end);
 }
 
 // bf16 rows, for sums over a row: the 2 Lanes(d) values at p as two vectors of floats, the even-indexed
