@@ -103,7 +103,11 @@ TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
         {{3, 16}, 8},
         {{5, 128}, 8},
         {{9, 64}, 4},
-        {{3, 4096}, 2}};
+        {{3, 4096}, 2},
+        // ... wide enough (C > 2048 in f32) that four samples share each load of w and b, with samples
+        // left over (9 = 4 + 4 + 1 per chunk); the second has a last strip of one group (G = 33)
+        {{9, 4096}, 32},
+        {{5, 2112}, 33}};
     for (const Case& c : cases) {
       const int64_t N = c.shape[0], C = c.shape[1], S = numel(c.shape) / (N * C);
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
@@ -130,6 +134,33 @@ TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
         EXPECT_LE(max_abs_diff(gr.dx, gf.dx), tol) << what;
         EXPECT_LE(max_abs_diff(gr.dweight, gf.dweight), 1e-3 * double(N * S)) << what;
         EXPECT_LE(max_abs_diff(gr.dbias, gf.dbias), 1e-3 * double(N * S)) << what;
+      }
+    }
+  });
+  EXPECT_GE(targets, 2);
+}
+
+// Where C is wide (C > 2048 in f32), ForwardLargeGroups takes four samples per batch (f32, f64) so that they
+// share each load of w and b; samples left over go one at a time. Each group keeps its own lane of the same
+// reductions, so both give the same bits: sample 4 (a chunk of its own at C = 4096) is a copy of sample 0 (in
+// a block of 4).
+TEST(GroupNorm, WideBatchesGiveTheBitsOfOneSampleAtATime) {
+  const int targets = for_each_target([&] {
+    const int64_t N = 5, C = 4096, G = 32;
+    for (DType dt : {DType::f32, DType::f64}) {
+      Generator gen(31);
+      std::vector<double> v = randn({N * C}, gen, DType::f64, 0.5, 2.0).to_vector<double>();
+      std::copy(v.begin(), v.begin() + C, v.begin() + 4 * C);
+      const Tensor x = from_vector(v, {N, C}, DType::f32).to(dt);
+      const Tensor w = randn({C}, gen, compute_dtype(dt)), b = randn({C}, gen, compute_dtype(dt));
+      const auto st = norms::group_norm_forward(x, N, C, 1, G, w, b, 1e-5, norms::Impl::fast);
+      const std::vector<double> y = st.y.to_vector<double>(), mean = st.mean.to_vector<double>(),
+                                rstd = st.rstd.to_vector<double>();
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_EQ(y[size_t(4 * C + c)], y[size_t(c)]) << dtype_name(dt) << " " << c;
+      for (int64_t g = 0; g < G; ++g) {
+        EXPECT_EQ(mean[size_t(4 * G + g)], mean[size_t(g)]);
+        EXPECT_EQ(rstd[size_t(4 * G + g)], rstd[size_t(g)]);
       }
     }
   });

@@ -544,15 +544,28 @@ void ForwardSmallGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
   }
 }
 
-// Forward, groups [r0, r1); m >= L: a batch is B <= L groups of m/L vectors; the L group sums go through
-// a small buffer into SumRunsAt, and the groups' d and rstd come back as broadcasts. For f16/bf16, x - K
-// (then (x - K) - d) waits in an L1 buffer of B * m floats, so that x is converted once; f32 and f64 read x
-// again instead (measured at 1024 x 4096, 1 thread: the buffer's extra stores made f32 1.3x slower, while
-// bf16 gained 1.7x).
-template <typename T>
-void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT b,
-                        T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean, AccT<T>* HWY_RESTRICT rstd, int64_t r0,
-                        int64_t r1, int64_t C, int64_t G, double eps) {
+// Forward, m >= L: a batch is up to L groups of m/L vectors; the groups' sums go through a small buffer into
+// SumRunsAt (lane q: group q), and the groups' d and rstd come back as broadcasts. For f16/bf16, x - K (then
+// (x - K) - d) waits in an L1 buffer of the batch's values as floats, so that x is converted once; f32 and
+// f64 read x again instead (measured at 1024 x 4096, 1 thread: the buffer's extra stores made f32 1.3x
+// slower, while bf16 gained 1.7x).
+//
+// A batch is R strips of nb groups: strip k starts at group r + k * G, i.e. the same groups of R consecutive
+// samples. R = 1 (the usual case): nb consecutive groups from r, which may cross into the next sample. R = 4
+// for f32 and f64 where w and b pass half the L1 (C > 2048 in f32): pass 3 then loads each vector of w and b
+// once for the four samples, as LayerNorm's output pass does for wide rows. Each group's arithmetic is the
+// same for every R (its own lane of the same reductions), so R never changes a bit.
+// Why: at C = 4096 w and b are 32 KiB, and with the batch and y they crowd the 48 KiB L1, so one sample per
+// output walk took them from the L2 each time. A build reading w and b from an 8 KiB window (wrong output, a
+// bound only) ran 1024 x 4096 f32 in 0.673 ms against 0.783; with R = 4, 0.799 / 0.808 -> 0.711 / 0.723 ms
+// (Xeon model 207, 2 threads, scripts/bench_ab.py --rounds 5, best / median). Not for f16/bf16: there it
+// measured 0.511 / 0.526 -> 0.589 / 0.593 ms (and slower still with two vectors per store), so they keep R
+// = 1.
+template <int R, typename T>
+void ForwardLargeGroupsR(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                         const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
+                         AccT<T>* HWY_RESTRICT rstd, int64_t n0, int64_t n1, int64_t C, int64_t G, int64_t B,
+                         double eps) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
   const D d;
@@ -560,76 +573,119 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
   constexpr bool kBuffer = !std::is_same_v<T, A>;
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t m = C / G, vpg = m / L;
-  // at most 2048 values per batch, so that the buffer stays in L1. A batch of fewer than L groups leaves
-  // lanes of the reductions that no group reads (SumRuns never mixes lanes); they are kept at zero.
-  const int64_t B = std::clamp<int64_t>(2048 / m, 1, L);
   const auto inv_m = hn::Set(d, A(1) / A(m)), veps = hn::Set(d, A(eps)), one = hn::Set(d, A(1));
   auto buf = hwy::AllocateAligned<A>(kBuffer ? size_t(B * m) : 1);
   A* HWY_RESTRICT cb = buf.get();
-  HWY_ALIGN A red[kL * kL], ks[kL], dbuf[kL], rbuf[kL];
-  for (int64_t q = 0; q < kL; ++q) hn::Store(hn::Zero(d), d, red + q * L), ks[q] = A(0);
+  // ks, dbuf, rbuf: 2 kL, so that a vector can be read from any strip's first lane
+  HWY_ALIGN A red[kL * kL], ks[2 * kL], dbuf[2 * kL], rbuf[2 * kL];
+  for (int64_t q = 0; q < kL; ++q) hn::Store(hn::Zero(d), d, red + q * L);
+  for (int64_t q = 0; q < 2 * kL; ++q) ks[q] = dbuf[q] = rbuf[q] = A(0);
 
   // Pass 1 reads the batch from memory, passes 2 and 3 work in L1, so the stream of x stops and restarts
   // with every batch: pass 1 asks for each line 2 KiB (about one batch) ahead. Measured (Xeon model 207, 2
   // threads, scripts/bench_ab.py --rounds 4, best / median ms): f32 4096 x 1024 0.742 / 0.761 -> 0.686 /
   // 0.695, 1024 x 4096 0.804 / 0.821 -> 0.788 / 0.800; 4 KiB ahead the same, 8 KiB slower; bf16 level.
   constexpr int64_t kLine = 64 / int64_t(sizeof(T)), kAhead = 2048 / int64_t(sizeof(T));
-  const T* x_end = x + r1 * m;
-  for (int64_t r = r0, ch0 = r0 % G * m; r < r1; r += B) {  // r: the batch's first group, ch0: its channel
-    const int64_t nb = std::min(B, r1 - r);
-    const T* HWY_RESTRICT xb = x + r * m;
-    T* HWY_RESTRICT yb = y + r * m;
-    for (int64_t q = nb; q < B; ++q) hn::Store(hn::Zero(d), d, red + q * L);  // (a last, short batch)
+  const T* x_end = x + n1 * C;
+
+  // The batches: R = 1, B consecutive groups from group n0 * G on (crossing samples); R > 1, per block of R
+  // samples (n1 - n0 a multiple of R), strips of S = B / R groups of the block's first sample.
+  const int64_t S = B / R, strips = (G + S - 1) / S;
+  const int64_t batches = R == 1 ? ((n1 - n0) * G + B - 1) / B : (n1 - n0) / R * strips;
+  for (int64_t t = 0, ch0 = 0; t < batches; ++t) {
+    // r: the batch's first group; nb groups per strip; strip k starts at group r + k * G; lane q = k * nb + i
+    // holds strip k's group i
+    const int64_t r = R == 1 ? n0 * G + t * B : (n0 + t / strips * R) * G + t % strips * S;
+    const int64_t nb = R == 1 ? std::min(B, n1 * G - r) : std::min(S, G - t % strips * S);
+    if (R > 1) ch0 = t % strips * S * m;
+    for (int64_t q = R * nb; q < B; ++q) hn::Store(hn::Zero(d), d, red + q * L);  // (a last, short batch)
     // pass 1: per group, c = x - K summed into one vector
-    for (int64_t q = 0; q < nb; ++q) {
-      const T* HWY_RESTRICT xg = xb + q * m;
-      for (int64_t i = 0; i < m; i += kLine) PrefetchAhead<kAhead>(xg + i, x_end);
-      const A K = hn::GetLane(LoadAs(d, xg));
-      const auto vK = hn::Set(d, K);
-      ks[q] = K;
-      auto acc = hn::Zero(d);
-      for (int64_t j = 0; j < vpg; ++j) {
-        const auto c0 = hn::Sub(LoadAs(d, xg + j * L), vK);
-        if constexpr (kBuffer) hn::Store(c0, d, cb + q * m + j * L);
-        acc = hn::Add(acc, c0);
+    for (int k = 0; k < R; ++k) {
+      for (int64_t i = 0; i < nb; ++i) {
+        const int64_t q = k * nb + i;
+        const T* HWY_RESTRICT xg = x + (r + k * G + i) * m;
+        for (int64_t j = 0; j < m; j += kLine) PrefetchAhead<kAhead>(xg + j, x_end);
+        const A K = hn::GetLane(LoadAs(d, xg));
+        const auto vK = hn::Set(d, K);
+        ks[q] = K;
+        auto acc = hn::Zero(d);
+        for (int64_t j = 0; j < vpg; ++j) {
+          const auto c0 = hn::Sub(LoadAs(d, xg + j * L), vK);
+          if constexpr (kBuffer) hn::Store(c0, d, cb + q * m + j * L);
+          acc = hn::Add(acc, c0);
+        }
+        hn::Store(acc, d, red + q * L);
       }
-      hn::Store(acc, d, red + q * L);
     }
     const auto vd = hn::Mul(SumRunsAt<kL>(d, red), inv_m);  // lane q: group q's d
     hn::Store(vd, d, dbuf);
-    // c = (x - K) - d of group q's vector j (vKq, vdq: group q's K and d)
-    auto centred = [&](int64_t q, int64_t j, hn::Vec<D> vKq, hn::Vec<D> vdq) {
+    // c = (x - K) - d of vector j of group q, whose values start at xg (vKq, vdq: its K and d)
+    auto centred = [&](const T* HWY_RESTRICT xg, int64_t q, int64_t j, hn::Vec<D> vKq, hn::Vec<D> vdq) {
       if constexpr (kBuffer) return hn::Sub(hn::Load(d, cb + q * m + j * L), vdq);
-      return hn::Sub(hn::Sub(LoadAs(d, xb + q * m + j * L), vKq), vdq);
+      return hn::Sub(hn::Sub(LoadAs(d, xg + j * L), vKq), vdq);
     };
     // pass 2: c, and its squares summed per group
-    for (int64_t q = 0; q < nb; ++q) {
-      const auto vKq = hn::Set(d, ks[q]), vdq = hn::Set(d, dbuf[q]);
-      auto acc = hn::Zero(d);
-      for (int64_t j = 0; j < vpg; ++j) {
-        const auto c = centred(q, j, vKq, vdq);
-        if constexpr (kBuffer) hn::Store(c, d, cb + q * m + j * L);
-        acc = hn::MulAdd(c, c, acc);
+    for (int k = 0; k < R; ++k) {
+      for (int64_t i = 0; i < nb; ++i) {
+        const int64_t q = k * nb + i;
+        const T* HWY_RESTRICT xg = x + (r + k * G + i) * m;
+        const auto vKq = hn::Set(d, ks[q]), vdq = hn::Set(d, dbuf[q]);
+        auto acc = hn::Zero(d);
+        for (int64_t j = 0; j < vpg; ++j) {
+          const auto c = centred(xg, q, j, vKq, vdq);
+          if constexpr (kBuffer) hn::Store(c, d, cb + q * m + j * L);
+          acc = hn::MulAdd(c, c, acc);
+        }
+        hn::Store(acc, d, red + q * L);
       }
-      hn::Store(acc, d, red + q * L);
     }
     const auto vrs = hn::Div(one, hn::Sqrt(hn::MulAdd(SumRunsAt<kL>(d, red), inv_m, veps)));
     hn::Store(vrs, d, rbuf);
-    // pass 3
+    // pass 3: vector j of group i in each strip k; each vector of w and b loaded once for the R strips
     int64_t ch = ch0;
-    for (int64_t q = 0; q < nb; ++q) {
-      T* HWY_RESTRICT yg = yb + q * m;
-      const auto vrsq = hn::Set(d, rbuf[q]), vKq = hn::Set(d, ks[q]), vdq = hn::Set(d, dbuf[q]);
+    for (int64_t i = 0; i < nb; ++i) {
+      hn::Vec<D> vrsq[R], vKq[R], vdq[R];
+      for (int k = 0; k < R; ++k) {
+        const int64_t q = k * nb + i;
+        vrsq[k] = hn::Set(d, rbuf[q]), vKq[k] = hn::Set(d, ks[q]), vdq[k] = hn::Set(d, dbuf[q]);
+      }
       for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, C)) {
-        const auto c = kBuffer ? hn::Load(d, cb + q * m + j * L) : centred(q, j, vKq, vdq);
-        const auto xhat = hn::Mul(c, vrsq);
-        StoreAs(d, hn::MulAdd(xhat, hn::LoadU(d, w + ch), hn::LoadU(d, b + ch)), yg + j * L);
+        const auto vw = hn::LoadU(d, w + ch), vb = hn::LoadU(d, b + ch);
+        for (int k = 0; k < R; ++k) {
+          const int64_t q = k * nb + i, g = r + k * G + i;
+          // (with the buffer, pass 2 left c there)
+          const auto c = kBuffer ? hn::Load(d, cb + q * m + j * L) : centred(x + g * m, q, j, vKq[k], vdq[k]);
+          StoreAs(d, hn::MulAdd(hn::Mul(c, vrsq[k]), vw, vb), y + g * m + j * L);
+        }
       }
     }
     ch0 = ch;
-    StoreAN(d, hn::Add(hn::Load(d, ks), vd), mean + r, size_t(nb));
-    StoreAN(d, vrs, rstd + r, size_t(nb));
+    for (int k = 0; k < R; ++k) {  // strip k's lanes, as vectors (a scalar loop here became a rep movs)
+      const int64_t q = k * nb;
+      StoreAN(d, hn::Add(hn::LoadU(d, ks + q), hn::LoadU(d, dbuf + q)), mean + r + k * G, size_t(nb));
+      StoreAN(d, hn::LoadU(d, rbuf + q), rstd + r + k * G, size_t(nb));
+    }
   }
+}
+
+// Forward, samples [n0, n1), m >= L: blocks of 4 samples where C is wide, the rest one batch of consecutive
+// groups at a time.
+template <typename T>
+void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT b,
+                        T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean, AccT<T>* HWY_RESTRICT rstd, int64_t n0,
+                        int64_t n1, int64_t C, int64_t G, double eps) {
+  using A = AccT<T>;
+  const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<A>()));
+  // at most 2048 values per batch, so that the buffer stays in L1. A batch of fewer than L groups leaves
+  // lanes of the reductions that no group reads (SumRuns never mixes lanes); they are kept at zero.
+  const int64_t B = std::clamp<int64_t>(2048 / (C / G), 1, L);
+  constexpr int kR = 4;
+  int64_t n = n0;
+  if (std::is_same_v<T, A> && int64_t(2 * sizeof(A)) * C > 16384 && B >= kR) {  // w, b past half the L1
+    n = n0 + (n1 - n0) / kR * kR;
+    ForwardLargeGroupsR<kR, T>(x, w, b, y, mean, rstd, n0, n, C, G, B, eps);
+  }
+  if (n < n1) ForwardLargeGroupsR<1, T>(x, w, b, y, mean, rstd, n, n1, C, G, B, eps);
 }
 
 // Samples [n0, n1) of an (N, C) input.
@@ -641,7 +697,7 @@ void GroupNormForwardBatches(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRIC
   using D = hn::ScalableTag<AccT<T>>;
   constexpr int kL = int(hn::MaxLanes(D()));
   const int64_t m = C / G, r0 = n0 * G, r1 = n1 * G;
-  if (m >= kL) return ForwardLargeGroups<T>(x, w, b, y, mean, rstd, r0, r1, C, G, eps);
+  if (m >= kL) return ForwardLargeGroups<T>(x, w, b, y, mean, rstd, n0, n1, C, G, eps);
   if constexpr (kL > 1)
     if (m == 1) return ForwardSmallGroups<1, T>(x, w, b, y, mean, rstd, r0, r1, C, G, eps);
   if constexpr (kL > 2)
