@@ -332,7 +332,8 @@ TEST(LayerNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // the summation noise of a 3001-wide row can trigger even at mean 0) adds it after its group's first pass,
   // not before the next row's, so dweight is compared to rounding. 5 rows: one group and one single row,
   // against five one-row calls (dweight and dbias accumulate in the same row order). f16 and bf16 rows (f32
-  // weights and statistics) go four at a time too.
+  // weights and statistics) go four at a time too; one at a time, their backward keeps pass 1's c and g in a
+  // buffer for pass 2 (rows up to 3072 values), so their dx here also checks that the buffer keeps the bits.
   const int targets = for_each_target([&] {
     for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
       const int64_t rows = 5, n = dt == DType::f64 ? 1031 : 3001;

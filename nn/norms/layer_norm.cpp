@@ -331,7 +331,13 @@ namespace ng::norms::HWY_NAMESPACE {
 // so such a row's dweight can differ in the last bit from one row at a time. The tails are zero-padded:
 // there dy = 0, so g, g * c, dy * anything and dy add nothing; c = -s is not zero there, so sum c masks it.
 // prefetch: the page-ahead prefetch of x and dy in pass 1 (see LayerNormBackwardRows).
-template <int kRows, typename T>
+// kBuffer (f16/bf16 rows of at most kBackwardBufferFloats values): pass 1 also stores c and g as floats in
+// an L1 buffer, and pass 2 reads them there instead of converting x and dy again and recomputing them (the
+// same values, so the same bits). Why: these rows are bound by the two vector ports, not by memory, and pass
+// 2's two conversions, subtraction and product were 6 of its ~11 vector operations per vector; the buffer's
+// stores and loads use the load and store ports. Measured in docs/performance.md ("stop 24").
+constexpr int64_t kBackwardBufferFloats = 3072;  // two buffers of 12 KiB
+template <int kRows, bool kBuffer, typename T>
 HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
                                              const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT mean,
                                              const AccT<T>* HWY_RESTRICT rstd, T* HWY_RESTRICT dx,
@@ -346,6 +352,9 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
   const auto tail_mask = hn::FirstN(d, rest);
   const T* x_end = x + r1 * n;
   const T* dy_end = dy + r1 * n;
+  // kBuffer: c and g of the kRows rows, as pass 1 computes them, for pass 2 (rows of n_pad floats)
+  const int64_t n_pad = n_main + (rest ? L : 0);
+  HWY_ALIGN A cbuf[kBuffer ? kBackwardBufferFloats : 1], gbuf[kBuffer ? kBackwardBufferFloats : 1];
   for (int64_t r = r0; r < r1; r += kRows) {
     hn::Vec<D> vs[kRows], vrs[kRows], sum_c[kRows], sum_g[kRows], sum_gc[kRows];
     for (int k = 0; k < kRows; ++k) {
@@ -364,6 +373,10 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
         const auto xv = LoadAsN(d, x + off, count), dyv = LoadAsN(d, dy + off, count);
         const auto c = full ? hn::Sub(xv, vs[k]) : hn::IfThenElseZero(tail_mask, hn::Sub(xv, vs[k]));
         const auto g = hn::Mul(dyv, wv);
+        if constexpr (kBuffer) {
+          hn::Store(c, d, cbuf + k * n_pad + i);
+          hn::Store(g, d, gbuf + k * n_pad + i);
+        }
         sum_c[k] = hn::Add(sum_c[k], c);
         sum_g[k] = hn::Add(sum_g[k], g);
         sum_gc[k] = hn::MulAdd(g, c, sum_gc[k]);
@@ -409,8 +422,16 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
 
     // pass 2 at columns [i, i + count)
     auto dx_of = [&](int k, int64_t off, hn::Vec<D> wv, size_t count) HWY_ATTR {
-      const auto xhat = hn::MulAdd(hn::Sub(LoadAsN(d, x + off, count), vs[k]), vrs[k], vdr[k]);
-      const auto g = hn::Mul(LoadAsN(d, dy + off, count), wv);
+      hn::Vec<D> c, g;
+      if constexpr (kBuffer) {  // pass 1's c and g (in a tail, lanes past count are not stored)
+        const int64_t i = off - (r + k) * n;
+        c = hn::Load(d, cbuf + k * n_pad + i);
+        g = hn::Load(d, gbuf + k * n_pad + i);
+      } else {
+        c = hn::Sub(LoadAsN(d, x + off, count), vs[k]);
+        g = hn::Mul(LoadAsN(d, dy + off, count), wv);
+      }
+      const auto xhat = hn::MulAdd(c, vrs[k], vdr[k]);
       return hn::MulAdd(g, vrs[k], hn::MulAdd(xhat, k3[k], term2[k]));
     };
     // Two vectors per store (StoreRowsInPairs, norm_simd-inl.h), as in the forward. Measured
@@ -446,9 +467,14 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   // loops were separate functions; since they are one kernel it gains.)
   if (int64_t(3 * sizeof(A)) * n > 24576) {
     r = r0 + (r1 - r0) / 4 * 4;
-    LayerNormBackwardRowGroups<4>(dy, x, w, mean, rstd, dx, dw_part, db_part, r0, r, n, prefetch);
+    LayerNormBackwardRowGroups<4, false>(dy, x, w, mean, rstd, dx, dw_part, db_part, r0, r, n, prefetch);
   }
-  LayerNormBackwardRowGroups<1>(dy, x, w, mean, rstd, dx, dw_part, db_part, r, r1, n, prefetch);
+  // f16/bf16 rows short enough keep pass 1's c and g for pass 2 (LayerNormBackwardRowGroups: kBuffer)
+  const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<A>()));
+  if (!std::is_same_v<T, A> && (n + L - 1) / L * L <= kBackwardBufferFloats)
+    return LayerNormBackwardRowGroups<1, true>(dy, x, w, mean, rstd, dx, dw_part, db_part, r, r1, n,
+                                               prefetch);
+  LayerNormBackwardRowGroups<1, false>(dy, x, w, mean, rstd, dx, dw_part, db_part, r, r1, n, prefetch);
 }
 
 // Concrete, exportable instances (HWY_EXPORT needs plain functions).
