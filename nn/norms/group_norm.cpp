@@ -728,24 +728,45 @@ struct BackwardVectors {
   A* HWY_RESTRICT db_part;
   int64_t C;
 
-  // pass 1 for the vector at offset off (channel ch) with shift s: c, g and g c added to sc, sg, sgc
+  // f16/bf16: pass 1 also keeps c and dy (as floats) in a buffer in L1, and pass 2 reads them there instead
+  // of converting x and dy again (the same values, so the same bits). Why: the bf16 backward is bound by the
+  // two vector ports, and the two conversions and the subtraction were 5 of pass 2's ~16 operations per
+  // vector; the buffer's stores and loads take the load and store ports. Measured in docs/performance.md
+  // ("stop 24"). (f32 keeps reading x and dy again: on AMD Zen 4 a buffer there measured no faster.)
+  static constexpr bool kBuffer = !std::is_same_v<T, A>;
+
+  // pass 1 for the vector at offset off (channel ch) with shift s: c, g and g c added to sc, sg, sgc; kBuf:
+  // c and dy also stored at cb and dyb
+  template <bool kBuf = false>
   HWY_INLINE void pass1(int64_t off, int64_t ch, hn::Vec<D> s, hn::Vec<D>& sc, hn::Vec<D>& sg,
-                        hn::Vec<D>& sgc) const {
+                        hn::Vec<D>& sgc, A* HWY_RESTRICT cb = nullptr, A* HWY_RESTRICT dyb = nullptr) const {
     const D d;
     const auto cv = hn::Sub(LoadAs(d, x + off), s);
     const auto dyv = LoadAs(d, dy + off);
+    if constexpr (kBuf) {
+      hn::Store(cv, d, cb);
+      hn::Store(dyv, d, dyb);
+    }
     const auto g = hn::Mul(dyv, hn::LoadU(d, w + ch));
     sc = hn::Add(sc, cv);
     sg = hn::Add(sg, g);
     sgc = hn::MulAdd(g, cv, sgc);
   }
-  // pass 2 for the same vector (x and dy read again, from L1): the group's s, rstd, -d * rstd, k2 and k3
-  // (per lane)
+  // pass 2 for the same vector (x and dy read again from L1, or, kBuf, c and dy from cb and dyb): the
+  // group's s, rstd, -d * rstd, k2 and k3 (per lane)
+  template <bool kBuf = false>
   HWY_INLINE void pass2(int64_t off, int64_t ch, hn::Vec<D> s, hn::Vec<D> vrs, hn::Vec<D> vdr, hn::Vec<D> k2,
-                        hn::Vec<D> k3) const {
+                        hn::Vec<D> k3, const A* HWY_RESTRICT cb = nullptr,
+                        const A* HWY_RESTRICT dyb = nullptr) const {
     const D d;
-    const auto dyv = LoadAs(d, dy + off);
-    const auto cv = hn::Sub(LoadAs(d, x + off), s);
+    hn::Vec<D> dyv, cv;
+    if constexpr (kBuf) {
+      dyv = hn::Load(d, dyb);
+      cv = hn::Load(d, cb);
+    } else {
+      dyv = LoadAs(d, dy + off);
+      cv = hn::Sub(LoadAs(d, x + off), s);
+    }
     const auto xhat = hn::MulAdd(cv, vrs, vdr);
     if (dw_part) hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, dw_part + ch)), d, dw_part + ch);
     if (db_part) hn::StoreU(hn::Add(dyv, hn::LoadU(d, db_part + ch)), d, db_part + ch);
@@ -769,8 +790,9 @@ struct BackwardConstants {
   }
 };
 
-// Groups [r0, r1); W = m < L: a batch is W vectors, whose three sums stay in registers.
-template <int W, typename T>
+// Groups [r0, r1); W = m < L: a batch is W vectors, whose three sums stay in registers. kBuffered: c and dy
+// kept for pass 2 (BackwardVectors::kBuffer).
+template <int W, bool kBuffered, typename T>
 void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRICT mean,
                          const AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t G) {
   using A = AccT<T>;
@@ -779,6 +801,8 @@ void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
   const int64_t L = int64_t(hn::Lanes(d));
   const auto inv_m = hn::Set(d, A(1) / A(W));
   const GroupLanes<D> lanes(d, W);
+  constexpr size_t kBuf = kBuffered ? size_t(W) * hn::MaxLanes(D()) : 1;
+  HWY_ALIGN A cb[kBuf], dyb[kBuf];                          // the batch's c and dy (f16/bf16)
   for (int64_t r = r0, ch0 = r0 % G * W; r < r1; r += L) {  // r: the batch's first group, ch0: its channel
     const int64_t nb = std::min(L, r1 - r), nv = nb * W / L;
     const int64_t off0 = r * W;
@@ -790,7 +814,8 @@ void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
     for (int j = 0; j < W; ++j) {
       sc[j] = sg[j] = sgc[j] = hn::Zero(d);
       if (j < nv) {
-        v.pass1(off0 + j * L, ch, hn::TableLookupLanes(vs, lanes.spread[j]), sc[j], sg[j], sgc[j]);
+        v.template pass1<kBuffered>(off0 + j * L, ch, hn::TableLookupLanes(vs, lanes.spread[j]), sc[j], sg[j],
+                                    sgc[j], cb + j * L, dyb + j * L);
         ch = NextChannel(ch, L, v.C);
       }
     }
@@ -799,9 +824,10 @@ void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
     ch = ch0;
     for (int64_t j = 0; j < nv; ++j, ch = NextChannel(ch, L, v.C)) {
       const auto& sp = lanes.spread[j];
-      v.pass2(off0 + j * L, ch, hn::TableLookupLanes(vs, sp), hn::TableLookupLanes(vrs, sp),
-              hn::TableLookupLanes(k.vdr, sp), hn::TableLookupLanes(k.k2, sp),
-              hn::TableLookupLanes(k.k3, sp));
+      v.template pass2<kBuffered>(off0 + j * L, ch, hn::TableLookupLanes(vs, sp),
+                                  hn::TableLookupLanes(vrs, sp), hn::TableLookupLanes(k.vdr, sp),
+                                  hn::TableLookupLanes(k.k2, sp), hn::TableLookupLanes(k.k3, sp), cb + j * L,
+                                  dyb + j * L);
     }
     ch0 = ch;
   }
@@ -852,7 +878,7 @@ struct AllLanesSum {
 // keeps the next batch's loads of x and dy from starting early.)
 template <typename T>
 void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRICT mean,
-                         const AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t G) {
+                         const AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t G, bool buffered) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
   const D d;
@@ -860,19 +886,28 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
   const int64_t m = v.C / G, vpg = m / L;
   const auto inv_m = hn::Set(d, A(1) / A(m));
   const AllLanesSum<D> sum(d);
-  for (int64_t r = r0, ch0 = r0 % G * m; r < r1; ++r) {  // ch0: the group's first channel
+  // groups of up to kMaxBuffered values keep c and dy for pass 2 where the caller says so (`buffered`)
+  constexpr int64_t kMaxBuffered = 1024;
+  constexpr size_t kBuf = BackwardVectors<T>::kBuffer ? size_t(kMaxBuffered) : 1;
+  HWY_ALIGN A cb[kBuf], dyb[kBuf];
+  buffered = buffered && BackwardVectors<T>::kBuffer && m <= kMaxBuffered;
+  auto group = [&]<bool kBuffered>(int64_t r, int64_t ch0) HWY_ATTR {
     const int64_t off0 = r * m;
     const auto vs = hn::Set(d, mean[r]), vrs = hn::Set(d, rstd[r]);
     auto sc = hn::Zero(d), sg = hn::Zero(d), sgc = hn::Zero(d);
     int64_t ch = ch0;
-    for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C))
-      v.pass1(off0 + j * L, ch, vs, sc, sg, sgc);
+    for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C)) {
+      v.template pass1<kBuffered>(off0 + j * L, ch, vs, sc, sg, sgc, cb + j * L, dyb + j * L);
+    }
     const BackwardConstants<D> k(vrs, sum(sc), sum(sg), sum(sgc), inv_m);
     ch = ch0;
-    for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C))
-      v.pass2(off0 + j * L, ch, vs, vrs, k.vdr, k.k2, k.k3);
-    ch0 = ch;
-  }
+    for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C)) {
+      v.template pass2<kBuffered>(off0 + j * L, ch, vs, vrs, k.vdr, k.k2, k.k3, cb + j * L, dyb + j * L);
+    }
+    return ch;
+  };
+  for (int64_t r = r0, ch0 = r0 % G * m; r < r1; ++r)  // ch0: the group's first channel
+    ch0 = buffered ? group.template operator()<true>(r, ch0) : group.template operator()<false>(r, ch0);
 }
 
 // Samples [n0, n1) of an (N, C) input; dw_part, db_part: (C) partials of this chunk (or null).
@@ -887,15 +922,23 @@ void GroupNormBackwardBatches(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
   constexpr int kL = int(hn::MaxLanes(D()));
   const int64_t m = C / G, r0 = n0 * G, r1 = n1 * G;
   const BackwardVectors<T> v{dy, x, w, dx, dw_part, db_part, C};
-  if (m >= kL) return BackwardLargeGroups<T>(v, mean, rstd, r0, r1, G);
+  // f16/bf16 keep c and dy for pass 2 where w, dweight and dbias fit half the L1 (C <= 2048 in f32). Wider,
+  // the buffer measured slower: 1024 x 4096 bf16 (m = 128) 0.899 -> 0.935 ms (Xeon model 207, 2 threads,
+  // best of 6), where 4096 x 1024 (m = 32) went 1.353 -> 1.235 and 16384 x 256 (m = 8) 1.093 -> 0.964.
+  const bool buffered = BackwardVectors<T>::kBuffer && int64_t(3 * sizeof(A)) * C <= 24576;
+  if (m >= kL) return BackwardLargeGroups<T>(v, mean, rstd, r0, r1, G, buffered);
+  auto small = [&]<int W>() {
+    if (buffered) return BackwardSmallGroups<W, true, T>(v, mean, rstd, r0, r1, G);
+    BackwardSmallGroups<W, false, T>(v, mean, rstd, r0, r1, G);
+  };
   if constexpr (kL > 1)
-    if (m == 1) return BackwardSmallGroups<1, T>(v, mean, rstd, r0, r1, G);
+    if (m == 1) return small.template operator()<1>();
   if constexpr (kL > 2)
-    if (m == 2) return BackwardSmallGroups<2, T>(v, mean, rstd, r0, r1, G);
+    if (m == 2) return small.template operator()<2>();
   if constexpr (kL > 4)
-    if (m == 4) return BackwardSmallGroups<4, T>(v, mean, rstd, r0, r1, G);
+    if (m == 4) return small.template operator()<4>();
   if constexpr (kL > 8)
-    if (m == 8) return BackwardSmallGroups<8, T>(v, mean, rstd, r0, r1, G);
+    if (m == 8) return small.template operator()<8>();
 }
 
 #define NG_GROUP_NORM_INSTANCES(NAME, T)                                                                     \
