@@ -76,14 +76,25 @@ bool RowMax(const T* HWY_RESTRICT x, int64_t n, T* m_out, const T* end) {
 // Pass 2: s = sum_j exp(x_j - m), for a finite m; also stores e_j = exp(x_j - m) into y when y != nullptr
 // (softmax then only rescales y in L1, instead of computing every exp a second time).
 // Tail lanes are padded with -inf, whose exp is exactly 0.
+// The prefetch (rows of 8 KiB and more, `end` given, up to `end`): this pass computes while the row sits in
+// L1, so memory would idle until the next row's pass 1; it asks for the same position one row ahead.
+// Measured on the Xeon of stop 24 (model 207, 2 threads, `scripts/bench_ab.py --filter
+// softmax,cross_entropy --rounds 6`, best / median): 1024 x 4096 softmax 0.828 / 0.852 -> 0.773 / 0.805 ms,
+// cross-entropy 0.831 / 0.862 -> 0.785 / 0.790 ms. Shorter rows (pass 1 already asks two rows ahead) keep
+// the old loop. Not re-measured on AMD, where a next-row prefetch in this pass was once 12% slower (below).
 template <typename T>
-T SumExp(const T* HWY_RESTRICT x, int64_t n, T m, T* HWY_RESTRICT y) {
+T SumExp(const T* HWY_RESTRICT x, int64_t n, T m, T* HWY_RESTRICT y, const T* end = nullptr) {
   const hn::ScalableTag<T> d;
   const int64_t N = int64_t(hn::Lanes(d));
   const auto vm = hn::Set(d, m);
   auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  const int64_t pf_last = end && n * int64_t(sizeof(T)) >= 8192 ? (end - x) - n - 2 * N : -1;
   int64_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
+    if (i <= pf_last) {
+      hwy::Prefetch(x + i + n);
+      hwy::Prefetch(x + i + n + N);
+    }
     const auto e0 = FastExp(d, hn::Sub(hn::LoadU(d, x + i), vm));
     const auto e1 = FastExp(d, hn::Sub(hn::LoadU(d, x + i + N), vm));
     if (y) {
@@ -117,7 +128,8 @@ T SumExp(const T* HWY_RESTRICT x, int64_t n, T m, T* HWY_RESTRICT y) {
 // Only pass 2 computes exp, once per element. softmax is scale = 1; cross-entropy's forward uses it
 // to write its gradient, scale * softmax (ops/loss.cpp).
 // (Tried: prefetching the next row during pass 2, so that its pass 1 would not wait on memory. It was
-// 12% slower on the AMD EPYC (Zen 5) box: the hardware prefetcher already streams the contiguous rows.)
+// 12% slower on the AMD EPYC (Zen 5) box: the hardware prefetcher already streams the contiguous rows. On
+// the Xeon of stop 24 it gained 6-7% for 16 KiB rows, so SumExp does it for rows of 8 KiB and more.)
 template <typename T>
 bool ScaledSoftmaxRowT(const T* HWY_RESTRICT x, T scale, T* HWY_RESTRICT y, int64_t n, T* lse, const T* end) {
   const hn::ScalableTag<T> d;
@@ -125,7 +137,7 @@ bool ScaledSoftmaxRowT(const T* HWY_RESTRICT x, T scale, T* HWY_RESTRICT y, int6
   T m;
   if (!RowMax(x, n, &m, end)) return false;
   if (!(m > -std::numeric_limits<T>::infinity() && m < std::numeric_limits<T>::infinity())) return false;
-  const T s = SumExp(x, n, m, y);
+  const T s = SumExp(x, n, m, y, end);
   *lse = m + std::log(s);
   const auto k = hn::Set(d, scale / s);
   int64_t i = 0;
