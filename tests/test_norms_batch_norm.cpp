@@ -325,6 +325,43 @@ TEST(BatchNorm, HostileChannels) {
   EXPECT_NEAR(y2[1], 1.0, 1e-5);
 }
 
+// The backward on channels with mean 1e4 and std 1e-2 in f32, against the same computed in f64. The fast dx
+// folds its per-channel constants (batch_norm.cpp, section 4, the fast backward): (x - mean_hi) * kx + k0,
+// where k0 carries mean_lo, the part of the f64 mean below the f32 mean_hi (up to ~5e-4 here, 5% of the
+// std). Without it dx would be off by ~3e-3 of its scale. C = 3 (the channel loop) and C = 1100 (four samples
+// per walk over the channels), one hostile channel among ordinary ones, on every SIMD target.
+TEST(BatchNorm, HostileChannelsBackward) {
+  const int targets = for_each_target([&] {
+    for (int64_t C : {int64_t(3), int64_t(1100)}) {
+      const int64_t N = 300;
+      Generator gen{uint64_t(C)};
+      std::vector<double> xs = randn({N * C}, gen, DType::f64).to_vector<double>();
+      for (int64_t n = 0; n < N; ++n)
+        xs[size_t(n * C + 1)] = double(float(1e4 + 1e-2 * xs[size_t(n * C + 1)]));
+      const Tensor x = from_vector(xs, {N, C}, DType::f32), x64 = from_vector(xs, {N, C}, DType::f64);
+      const Tensor dy = randn({N, C}, gen), w = randn({C}, gen, DType::f32, 1.0, 0.5);
+      const auto st =
+          norms::batch_norm_forward(x, N, C, 1, w, Tensor(), Tensor(), Tensor(), 1e-8, norms::Impl::fast);
+      const auto st64 = norms::batch_norm_forward(x64, N, C, 1, w.to(DType::f64), Tensor(), Tensor(),
+                                                  Tensor(), 1e-8, norms::Impl::reference);
+      const auto g = norms::batch_norm_backward(dy, x, st.mean, st.rstd, w, N, C, 1, true, true, false, false,
+                                                norms::Impl::fast);
+      const auto g64 =
+          norms::batch_norm_backward(dy.to(DType::f64), x64, st64.mean, st64.rstd, w.to(DType::f64), N, C, 1,
+                                     true, true, false, false, norms::Impl::reference);
+      const std::vector<double> dx = g.dx.to_vector<double>(), dx64 = g64.dx.to_vector<double>();
+      double worst = 0, scale = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        const size_t i = size_t(n * C + 1);
+        worst = std::max(worst, std::abs(dx[i] - dx64[i]));
+        scale = std::max(scale, std::abs(dx64[i]));
+      }
+      EXPECT_LE(worst, 1e-4 * scale) << "C " << C << ": worst " << worst << " of " << scale;
+    }
+  });
+  EXPECT_GE(targets, 2);
+}
+
 // The same hostile channels in an (N, C) input wide enough for the register-block statistics (C > 1024 in
 // f32): one in the first block, one among the channels left over after the last whole block.
 TEST(BatchNorm, HostileChannelsInWideRows) {

@@ -519,8 +519,15 @@ void batch_norm_backward_reference(const T* dy, const T* x, const A* w, const do
 
 // The fast backward:
 //   sums: per fixed chunk of samples, per channel sum dy and sum dy * xhat (partials, summed in chunk order)
-//   dx:   dx = fma(dy, k1_c, fma(xhat, k3_c, k2_c))  with k1 = r w, k2 = -r w mean_dy, k3 = -r w mean_dyx
-//         (eval: k2 = k3 = 0)
+//   dx:   dx = dy * k1 + xhat * k3 + k2  with k1 = r w, k2 = -r w mean_dy, k3 = -r w mean_dyx (eval: k2 = k3
+//   =
+//         0), and xhat = ((x - mh) - ml) * r (mean = mh + ml, split as in the forward). Folded per channel
+//         into four constants (in double, then rounded once):
+//           kx = r * k3,   k0 = k2 - ml * kx:    dx = fma(dy, k1, fma(x - mh, kx, k0))
+//         (x - mh) * kx + k0 = ((x - mh) - ml) * r * k3 + k2, so this is the formula above with one rounding
+//         per constant in place of the subtraction of ml and the product by r. Why: at C = 4096 the dx pass
+//         reloads its per-channel arrays from the L2 for every sample; four arrays instead of six, and three
+//         vector operations instead of five. Measured in docs/performance.md ("stop 24").
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
@@ -623,30 +630,26 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
 template <typename T>
 void BatchNormBackwardDxRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, T* HWY_RESTRICT dx,
                              int64_t n0, int64_t n1, int64_t C, int64_t S, const AccT<T>* HWY_RESTRICT mh,
-                             const AccT<T>* HWY_RESTRICT ml, const AccT<T>* HWY_RESTRICT rs,
-                             const AccT<T>* HWY_RESTRICT k1, const AccT<T>* HWY_RESTRICT k2,
-                             const AccT<T>* HWY_RESTRICT k3) {
+                             const AccT<T>* HWY_RESTRICT k1, const AccT<T>* HWY_RESTRICT kx,
+                             const AccT<T>* HWY_RESTRICT k0) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
   const D d;
   const int64_t L = int64_t(hn::Lanes(d));
-  auto dx_of = [&](hn::Vec<D> dyv, hn::Vec<D> xv, hn::Vec<D> vmh, hn::Vec<D> vml, hn::Vec<D> vrs,
-                   hn::Vec<D> vk1, hn::Vec<D> vk2, hn::Vec<D> vk3) {
-    const auto xhat = hn::Mul(hn::Sub(hn::Sub(xv, vmh), vml), vrs);
-    return hn::MulAdd(dyv, vk1, hn::MulAdd(xhat, vk3, vk2));  // term 1 + term 3 + term 2
-  };
+  // term 1 + (terms 3 and 2, folded: see above)
+  auto dx_of = [&](hn::Vec<D> dyv, hn::Vec<D> xv, hn::Vec<D> vmh, hn::Vec<D> vk1, hn::Vec<D> vkx,
+                   hn::Vec<D> vk0) { return hn::MulAdd(dyv, vk1, hn::MulAdd(hn::Sub(xv, vmh), vkx, vk0)); };
   if (S == 1) {
     // R samples from n per walk over the channels, each per-channel constant loaded once for R vectors (as
-    // in BatchNormApplyRows; here six arrays).
+    // in BatchNormApplyRows; here four arrays).
     const int64_t c_main = C - C % L;
     auto rows = [&]<int R>(int64_t n) {
       auto block = [&](int64_t c, size_t cnt) {
         auto get = [&](const A* p) { return LoadAN(d, p + c, cnt); };
-        const auto vmh = get(mh), vml = get(ml), vrs = get(rs), vk1 = get(k1), vk2 = get(k2), vk3 = get(k3);
+        const auto vmh = get(mh), vk1 = get(k1), vkx = get(kx), vk0 = get(k0);
         for (int k = 0; k < R; ++k) {
           const int64_t off = (n + k) * C + c;
-          StoreAsN(d,
-                   dx_of(LoadAsN(d, dy + off, cnt), LoadAsN(d, x + off, cnt), vmh, vml, vrs, vk1, vk2, vk3),
+          StoreAsN(d, dx_of(LoadAsN(d, dy + off, cnt), LoadAsN(d, x + off, cnt), vmh, vk1, vkx, vk0),
                    dx + off, cnt);
         }
       };
@@ -666,18 +669,18 @@ void BatchNormBackwardDxRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, 
       T* HWY_RESTRICT dxr = dx + n * C;
       for (int64_t c = 0; c < c_main; c += L)
         StoreAs(d,
-                dx_of(LoadAs(d, dyr + c), LoadAs(d, xr + c), hn::LoadU(d, mh + c), hn::LoadU(d, ml + c),
-                      hn::LoadU(d, rs + c), hn::LoadU(d, k1 + c), hn::LoadU(d, k2 + c), hn::LoadU(d, k3 + c)),
+                dx_of(LoadAs(d, dyr + c), LoadAs(d, xr + c), hn::LoadU(d, mh + c), hn::LoadU(d, k1 + c),
+                      hn::LoadU(d, kx + c), hn::LoadU(d, k0 + c)),
                 dxr + c);
       if (c_rest) {
         const size_t r = c_rest;
         const int64_t c = c_main;
         Tail<D, T> out(r);
-        out.store(d,
-                  dx_of(Tail<D, T>(dyr + c, r).load(d), Tail<D, T>(xr + c, r).load(d),
-                        LoadTailA(d, mh + c, r), LoadTailA(d, ml + c, r), LoadTailA(d, rs + c, r),
-                        LoadTailA(d, k1 + c, r), LoadTailA(d, k2 + c, r), LoadTailA(d, k3 + c, r)),
-                  dxr + c);
+        out.store(
+            d,
+            dx_of(Tail<D, T>(dyr + c, r).load(d), Tail<D, T>(xr + c, r).load(d), LoadTailA(d, mh + c, r),
+                  LoadTailA(d, k1 + c, r), LoadTailA(d, kx + c, r), LoadTailA(d, k0 + c, r)),
+            dxr + c);
       }
     }
     return;
@@ -687,16 +690,15 @@ void BatchNormBackwardDxRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, 
   for (int64_t n = n0; n < n1; ++n)
     for (int64_t c = 0; c < C; ++c) {
       const int64_t off = (n * C + c) * S;
-      const auto vmh = hn::Set(d, mh[c]), vml = hn::Set(d, ml[c]), vrs = hn::Set(d, rs[c]);
-      const auto vk1 = hn::Set(d, k1[c]), vk2 = hn::Set(d, k2[c]), vk3 = hn::Set(d, k3[c]);
+      const auto vmh = hn::Set(d, mh[c]), vk1 = hn::Set(d, k1[c]), vkx = hn::Set(d, kx[c]),
+                 vk0 = hn::Set(d, k0[c]);
       for (int64_t s = 0; s < s_main; s += L)
-        StoreAs(d, dx_of(LoadAs(d, dy + off + s), LoadAs(d, x + off + s), vmh, vml, vrs, vk1, vk2, vk3),
-                dx + off + s);
+        StoreAs(d, dx_of(LoadAs(d, dy + off + s), LoadAs(d, x + off + s), vmh, vk1, vkx, vk0), dx + off + s);
       if (s_rest) {
         Tail<D, T> out(s_rest);
         out.store(d,
                   dx_of(Tail<D, T>(dy + off + s_main, s_rest).load(d),
-                        Tail<D, T>(x + off + s_main, s_rest).load(d), vmh, vml, vrs, vk1, vk2, vk3),
+                        Tail<D, T>(x + off + s_main, s_rest).load(d), vmh, vk1, vkx, vk0),
                   dx + off + s_main);
       }
     }
@@ -717,9 +719,9 @@ void BatchNormBackwardDxRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, 
     BatchNormBackwardSumsRows<T>(dy, x, n0, n1, C, S, mh, ml, rs, sdy, sdyx);                             \
   }                                                                                                       \
   void BatchNormBackwardDx##NAME(const T* dy, const T* x, T* dx, int64_t n0, int64_t n1, int64_t C,       \
-                                 int64_t S, const AccT<T>* mh, const AccT<T>* ml, const AccT<T>* rs,      \
-                                 const AccT<T>* k1, const AccT<T>* k2, const AccT<T>* k3) {               \
-    BatchNormBackwardDxRows<T>(dy, x, dx, n0, n1, C, S, mh, ml, rs, k1, k2, k3);                          \
+                                 int64_t S, const AccT<T>* mh, const AccT<T>* k1, const AccT<T>* kx,      \
+                                 const AccT<T>* k0) {                                                     \
+    BatchNormBackwardDxRows<T>(dy, x, dx, n0, n1, C, S, mh, k1, kx, k0);                                  \
   }
 NG_BATCH_NORM_INSTANCES(F32, float)
 NG_BATCH_NORM_INSTANCES(F64, double)
@@ -919,17 +921,20 @@ NormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
     }
     if (!pdx) return;
 
-    // 2. dx = dy * k1 + xhat * k3 + k2
-    std::vector<A> k1(static_cast<size_t>(C)), k2(static_cast<size_t>(C)), k3(static_cast<size_t>(C));
+    // 2. dx = dy * k1 + xhat * k3 + k2, as dx = fma(dy, k1, fma(x - mean_hi, kx, k0)) (section 4, the fast
+    //    backward)
+    std::vector<A> k1(static_cast<size_t>(C)), kx(static_cast<size_t>(C)), k0(static_cast<size_t>(C));
     for (int64_t c = 0; c < C; ++c) {
       const A rw = prs[c] * (pw ? pw[c] : A(1));
-      k1[c] = rw;                                            // term 1
-      k2[c] = batch_stats ? A(-rw * sdy[c] / A(M)) : A(0);   // term 2: through the mean
-      k3[c] = batch_stats ? A(-rw * sdyx[c] / A(M)) : A(0);  // term 3: through the variance
+      const A k2 = batch_stats ? A(-rw * sdy[c] / A(M)) : A(0);   // term 2: through the mean
+      const A k3 = batch_stats ? A(-rw * sdyx[c] / A(M)) : A(0);  // term 3: through the variance
+      k1[c] = rw;                                                 // term 1
+      kx[c] = A(double(prs[c]) * double(k3));
+      k0[c] = A(double(k2) - double(lo[c]) * double(kx[c]));
     }
     parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C * S, 1)), [&](int64_t n0, int64_t n1) {
       NG_NORM_SIMD_CALL(T, BatchNormBackwardDx, hwy_ptr(pdy), hwy_ptr(px), hwy_ptr(pdx), n0, n1, C, S,
-                        hi.data(), lo.data(), prs, k1.data(), k2.data(), k3.data());
+                        hi.data(), k1.data(), kx.data(), k0.data());
     });
   });
   return gr;
