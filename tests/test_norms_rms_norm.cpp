@@ -177,7 +177,9 @@ TEST(RMSNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // Rows wider than 2048 floats go through the kernels four at a time (w loaded once for four rows); the
   // arithmetic per row is that of one row at a time, so the bits must be too. 5 rows: one group of four and
   // one single row; against five one-row calls (dweight accumulates across calls, in the same row order).
-  // f16 and bf16 rows (f32 weight and statistics) go four at a time in the backward too.
+  // f16 and bf16 rows (f32 weight and statistics) go four at a time in the backward too; one at a time, their
+  // backward keeps pass 1's g and xhat in a buffer for pass 2 (rows up to 3072 values), so their dx here also
+  // checks that the buffer keeps the bits.
   const int targets = for_each_target([&] {
     for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
       const int64_t rows = 5, n = dt == DType::f64 ? 1031 : 3001;

@@ -336,7 +336,6 @@ namespace ng::norms::HWY_NAMESPACE {
 // same values, so the same bits). Why: these rows are bound by the two vector ports, not by memory, and pass
 // 2's two conversions, subtraction and product were 6 of its ~11 vector operations per vector; the buffer's
 // stores and loads use the load and store ports. Measured in docs/performance.md ("stop 24").
-constexpr int64_t kBackwardBufferFloats = 3072;  // two buffers of 12 KiB
 template <int kRows, bool kBuffer, typename T>
 HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
                                              const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT mean,

@@ -172,6 +172,10 @@ HWY_INLINE void PrefetchAhead(const T* p, const T* end) {
   PrefetchAhead<kPrefetchAhead<T>>(p, end);
 }
 
+// The f16/bf16 row backwards (LayerNorm's, RMSNorm's) keep pass 1's values of a row as floats for pass 2
+// in two buffers of this many floats (12 KiB each), for rows that fit: see LayerNormBackwardRowGroups.
+inline constexpr int64_t kBackwardBufferFloats = 3072;
+
 // bf16 rows, for sums over a row: the 2 Lanes(d) values at p as two vectors of floats, the even-indexed
 // values (the low halves of the 32-bit lanes) and the odd-indexed ones (the high halves). Not the row's
 // order, which a sum does not need (nor which vector is which, so the byte order does not matter either):

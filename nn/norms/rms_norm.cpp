@@ -235,7 +235,11 @@ namespace ng::norms::HWY_NAMESPACE {
 // With kRows = 4 each vector of w and dweight is loaded (and stored) once for the four rows in pass 1, and
 // w once in pass 2. The rows' dweight updates are added in row order, so the bits are those of one row at
 // a time. The tails are zero-padded: they add nothing to the sums.
-template <int kRows, typename T>
+// kBuffer (f16/bf16 rows of at most kBackwardBufferFloats values): pass 1 also keeps g and xhat as floats in
+// L1 for pass 2, which then neither converts x and dy again nor recomputes them (the same values, the same
+// bits), as LayerNorm's backward does (LayerNormBackwardRowGroups says why). Measured in docs/performance.md
+// ("stop 24").
+template <int kRows, bool kBuffer, typename T>
 HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
                                            const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT rstd,
                                            T* HWY_RESTRICT dx, AccT<T>* HWY_RESTRICT dw_part, int64_t r0,
@@ -246,6 +250,8 @@ HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HW
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t n_main = n - n % L;
   const size_t rest = size_t(n - n_main);
+  const int64_t n_pad = n_main + (rest ? L : 0);  // kBuffer: g and xhat of the kRows rows, rows of n_pad
+  HWY_ALIGN A gbuf[kBuffer ? kBackwardBufferFloats : 1], xbuf[kBuffer ? kBackwardBufferFloats : 1];
   for (int64_t r = r0; r < r1; r += kRows) {
     hn::Vec<D> vrs[kRows], sum_gx[kRows];
     for (int k = 0; k < kRows; ++k) {
@@ -260,7 +266,12 @@ HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HW
         const int64_t off = (r + k) * n + i;
         const auto dyv = LoadAsN(d, dy + off, count);
         const auto xhat = hn::Mul(LoadAsN(d, x + off, count), vrs[k]);
-        sum_gx[k] = hn::MulAdd(hn::Mul(dyv, wv), xhat, sum_gx[k]);
+        const auto g = hn::Mul(dyv, wv);
+        if constexpr (kBuffer) {
+          hn::Store(g, d, gbuf + k * n_pad + i);
+          hn::Store(xhat, d, xbuf + k * n_pad + i);
+        }
+        sum_gx[k] = hn::MulAdd(g, xhat, sum_gx[k]);
         dwv = hn::MulAdd(dyv, xhat, dwv);
       }
       if (dw_part) StoreAN(d, dwv, dw_part + i, count);
@@ -273,8 +284,15 @@ HWY_NOINLINE void RMSNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* HW
     hn::Vec<D> k2[kRows];
     for (int k = 0; k < kRows; ++k) k2[k] = hn::Set(d, -rstd[r + k] * (ReduceSum(d, sum_gx[k]) / A(n)));
     auto dx_of = [&](int k, int64_t off, hn::Vec<D> wv, size_t count) HWY_ATTR {
-      const auto g = hn::Mul(LoadAsN(d, dy + off, count), wv);
-      const auto xhat = hn::Mul(LoadAsN(d, x + off, count), vrs[k]);
+      hn::Vec<D> g, xhat;
+      if constexpr (kBuffer) {  // pass 1's g and xhat (in a tail, lanes past count are not stored)
+        const int64_t i = off - (r + k) * n;
+        g = hn::Load(d, gbuf + k * n_pad + i);
+        xhat = hn::Load(d, xbuf + k * n_pad + i);
+      } else {
+        g = hn::Mul(LoadAsN(d, dy + off, count), wv);
+        xhat = hn::Mul(LoadAsN(d, x + off, count), vrs[k]);
+      }
       return hn::MulAdd(g, vrs[k], hn::Mul(xhat, k2[k]));
     };
     // Two vectors per store (StoreRowsInPairs, norm_simd-inl.h), as in the forward. Measured
@@ -297,9 +315,13 @@ void RMSNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, cons
   // threads and 1.34 / 1.42 -> 1.03 / 1.12 ms at 1 (best / median).
   if (int64_t(2 * sizeof(A)) * n > 16384) {
     r = r0 + (r1 - r0) / 4 * 4;
-    RMSNormBackwardRowGroups<4>(dy, x, w, rstd, dx, dw_part, r0, r, n);
+    RMSNormBackwardRowGroups<4, false>(dy, x, w, rstd, dx, dw_part, r0, r, n);
   }
-  RMSNormBackwardRowGroups<1>(dy, x, w, rstd, dx, dw_part, r, r1, n);
+  // f16/bf16 rows short enough keep pass 1's g and xhat for pass 2 (RMSNormBackwardRowGroups: kBuffer)
+  const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<A>()));
+  if (!std::is_same_v<T, A> && (n + L - 1) / L * L <= kBackwardBufferFloats)
+    return RMSNormBackwardRowGroups<1, true>(dy, x, w, rstd, dx, dw_part, r, r1, n);
+  RMSNormBackwardRowGroups<1, false>(dy, x, w, rstd, dx, dw_part, r, r1, n);
 }
 
 #define NG_RMS_NORM_INSTANCES(NAME, T)                                                                 \
