@@ -140,28 +140,37 @@ TEST(GroupNorm, FastMatchesReferenceOnEveryTarget) {
   EXPECT_GE(targets, 2);
 }
 
-// Where C is wide (C > 2048 in f32), ForwardLargeGroups takes four samples per batch (f32, f64) so that they
-// share each load of w and b; samples left over go one at a time. Each group keeps its own lane of the same
-// reductions, so both give the same bits: sample 4 (a chunk of its own at C = 4096) is a copy of sample 0 (in
-// a block of 4).
+// Where C is wide (C > 2048 in f32), ForwardLargeGroups takes four samples per batch (f32, f64), and the
+// backward takes the same group of four samples at a time (every dtype), so that they share each load of w
+// (and dweight, dbias); samples left over go one at a time. Each group's arithmetic is the same either way,
+// so the bits are too: sample 4 (a chunk of its own in the forward at C = 4096, a leftover in the backward's
+// one chunk of 5) is a copy of sample 0 (in a block of 4), in x and in dy.
 TEST(GroupNorm, WideBatchesGiveTheBitsOfOneSampleAtATime) {
   const int targets = for_each_target([&] {
     const int64_t N = 5, C = 4096, G = 32;
-    for (DType dt : {DType::f32, DType::f64}) {
+    for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
       Generator gen(31);
       std::vector<double> v = randn({N * C}, gen, DType::f64, 0.5, 2.0).to_vector<double>();
+      std::vector<double> g = randn({N * C}, gen, DType::f64).to_vector<double>();
       std::copy(v.begin(), v.begin() + C, v.begin() + 4 * C);
-      const Tensor x = from_vector(v, {N, C}, DType::f32).to(dt);
+      std::copy(g.begin(), g.begin() + C, g.begin() + 4 * C);
+      const Tensor x = from_vector(v, {N, C}, DType::f32).to(dt),
+                   dy = from_vector(g, {N, C}, DType::f32).to(dt);
       const Tensor w = randn({C}, gen, compute_dtype(dt)), b = randn({C}, gen, compute_dtype(dt));
       const auto st = norms::group_norm_forward(x, N, C, 1, G, w, b, 1e-5, norms::Impl::fast);
       const std::vector<double> y = st.y.to_vector<double>(), mean = st.mean.to_vector<double>(),
                                 rstd = st.rstd.to_vector<double>();
       for (int64_t c = 0; c < C; ++c)
         ASSERT_EQ(y[size_t(4 * C + c)], y[size_t(c)]) << dtype_name(dt) << " " << c;
-      for (int64_t g = 0; g < G; ++g) {
-        EXPECT_EQ(mean[size_t(4 * G + g)], mean[size_t(g)]);
-        EXPECT_EQ(rstd[size_t(4 * G + g)], rstd[size_t(g)]);
+      for (int64_t k = 0; k < G; ++k) {
+        EXPECT_EQ(mean[size_t(4 * G + k)], mean[size_t(k)]);
+        EXPECT_EQ(rstd[size_t(4 * G + k)], rstd[size_t(k)]);
       }
+      const auto gr = norms::group_norm_backward(dy, x, st.mean, st.rstd, w, N, C, 1, G, true, true, true,
+                                                 norms::Impl::fast);
+      const std::vector<double> dx = gr.dx.to_vector<double>();
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_EQ(dx[size_t(4 * C + c)], dx[size_t(c)]) << dtype_name(dt) << " dx " << c;
     }
   });
   EXPECT_GE(targets, 2);

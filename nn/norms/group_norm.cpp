@@ -910,6 +910,73 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
     ch0 = buffered ? group.template operator()<true>(r, ch0) : group.template operator()<false>(r, ch0);
 }
 
+// Samples [n0, n1) (n1 - n0 a multiple of 4), m >= L, C wide (w, dweight and dbias past half the L1): the
+// same group g of four samples at a time, as LayerNorm's backward takes wide rows four at a time. Pass 1
+// loads each vector of w once for the four; pass 2 loads (and stores) each vector of w, dweight and dbias
+// once, and adds the four samples' terms to dweight and dbias in sample order, the order in which
+// BackwardLargeGroups, one group after another, adds them: the same bits. Why: at C = 4096 the three arrays
+// are 48 KiB, and one sample at a time took them from the L2 for every sample. Measured in
+// docs/performance.md ("stop 24").
+template <typename T>
+void BackwardLargeGroups4(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRICT mean,
+                          const AccT<T>* HWY_RESTRICT rstd, int64_t n0, int64_t n1, int64_t G) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  constexpr int R = 4;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t C = v.C, m = C / G, vpg = m / L;
+  const auto inv_m = hn::Set(d, A(1) / A(m));
+  const AllLanesSum<D> sum(d);
+  for (int64_t n = n0; n + R <= n1; n += R) {
+    for (int64_t g = 0; g < G; ++g) {
+      // group g of sample n + k: row (n + k) * G + g of mean and rstd, values from (n + k) * C + g * m
+      hn::Vec<D> vs[R], vrs[R], sc[R], sg[R], sgc[R];
+      for (int k = 0; k < R; ++k) {
+        vs[k] = hn::Set(d, mean[(n + k) * G + g]);
+        vrs[k] = hn::Set(d, rstd[(n + k) * G + g]);
+        sc[k] = sg[k] = sgc[k] = hn::Zero(d);
+      }
+      // pass 1: per sample, c = x - s, g = dy w, and the sums of c, g and g c
+      for (int64_t j = 0; j < vpg; ++j) {
+        const int64_t ch = g * m + j * L;
+        const auto wv = hn::LoadU(d, v.w + ch);
+        for (int k = 0; k < R; ++k) {
+          const int64_t off = (n + k) * C + ch;
+          const auto cv = hn::Sub(LoadAs(d, v.x + off), vs[k]);
+          const auto gv = hn::Mul(LoadAs(d, v.dy + off), wv);
+          sc[k] = hn::Add(sc[k], cv);
+          sg[k] = hn::Add(sg[k], gv);
+          sgc[k] = hn::MulAdd(gv, cv, sgc[k]);
+        }
+      }
+      hn::Vec<D> vdr[R], k2[R], k3[R];
+      for (int k = 0; k < R; ++k) {
+        const BackwardConstants<D> kk(vrs[k], sum(sc[k]), sum(sg[k]), sum(sgc[k]), inv_m);
+        vdr[k] = kk.vdr, k2[k] = kk.k2, k3[k] = kk.k3;
+      }
+      // pass 2: xhat; dweight, dbias (the four samples in order); dx
+      for (int64_t j = 0; j < vpg; ++j) {
+        const int64_t ch = g * m + j * L;
+        const auto wv = hn::LoadU(d, v.w + ch);
+        auto dwv = v.dw_part ? hn::LoadU(d, v.dw_part + ch) : hn::Zero(d);
+        auto dbv = v.db_part ? hn::LoadU(d, v.db_part + ch) : hn::Zero(d);
+        for (int k = 0; k < R; ++k) {
+          const int64_t off = (n + k) * C + ch;
+          const auto dyv = LoadAs(d, v.dy + off);
+          const auto xhat = hn::MulAdd(hn::Sub(LoadAs(d, v.x + off), vs[k]), vrs[k], vdr[k]);
+          dwv = hn::MulAdd(dyv, xhat, dwv);
+          dbv = hn::Add(dyv, dbv);
+          if (v.dx)
+            StoreAs(d, hn::MulAdd(hn::Mul(dyv, wv), vrs[k], hn::MulAdd(xhat, k3[k], k2[k])), v.dx + off);
+        }
+        if (v.dw_part) hn::StoreU(dwv, d, v.dw_part + ch);
+        if (v.db_part) hn::StoreU(dbv, d, v.db_part + ch);
+      }
+    }
+  }
+}
+
 // Samples [n0, n1) of an (N, C) input; dw_part, db_part: (C) partials of this chunk (or null).
 template <typename T>
 void GroupNormBackwardBatches(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
@@ -926,7 +993,15 @@ void GroupNormBackwardBatches(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
   // the buffer measured slower: 1024 x 4096 bf16 (m = 128) 0.899 -> 0.935 ms (Xeon model 207, 2 threads,
   // best of 6), where 4096 x 1024 (m = 32) went 1.353 -> 1.235 and 16384 x 256 (m = 8) 1.093 -> 0.964.
   const bool buffered = BackwardVectors<T>::kBuffer && int64_t(3 * sizeof(A)) * C <= 24576;
-  if (m >= kL) return BackwardLargeGroups<T>(v, mean, rstd, r0, r1, G, buffered);
+  if (m >= kL) {
+    int64_t n = n0;
+    if (int64_t(3 * sizeof(A)) * C >
+        24576) {  // w, dweight and dbias past half the L1: four samples at a time
+      n = n0 + (n1 - n0) / 4 * 4;
+      BackwardLargeGroups4<T>(v, mean, rstd, n0, n, G);
+    }
+    return BackwardLargeGroups<T>(v, mean, rstd, n * G, r1, G, buffered);
+  }
   auto small = [&]<int W>() {
     if (buffered) return BackwardSmallGroups<W, true, T>(v, mean, rstd, r0, r1, G);
     BackwardSmallGroups<W, false, T>(v, mean, rstd, r0, r1, G);
