@@ -408,7 +408,8 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
 // A batch may span samples (the groups of all samples are consecutive rows of m values); only w and b
 // depend on the channel, which wraps at C (C % L == 0, so a vector never straddles two samples).
 //
-// The sums are the ones the per-group reduction used before (see SumRuns): the same bits.
+// The sums are the pairwise trees the per-group reduction used when this path was written (see SumRuns). The
+// per-row kernel (section 3) has since taken LayerNorm's one-pass statistics, so the two agree to rounding.
 //
 // Eligible when m % L == 0, or L % m == 0 and C % L == 0. Other shapes keep the per-group kernel above.
 
