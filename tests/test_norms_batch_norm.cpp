@@ -398,8 +398,10 @@ TEST(BatchNorm, HostileChannelsInWideRows) {
 //              (at most two bits lost: 4e-6 off on AVX-512);
 //   channel 2: mean 1e4, std 1e-2 (the differences from the shift are exact).
 // Each channel alone in the array loop (C = 3), and again at the same column of a 1100-channel input, whose
-// statistics run in register blocks (and in 64 chunks: only the first has the outliers). On every SIMD
-// target: each splits the sums into lanes its own way.
+// statistics run in register blocks (and in 64 chunks of 125 samples: only the first has the outliers). A
+// chunk that short cannot put its shift more than ~15 spreads away, so there the check saves less: channel
+// 0's variance is 5e-8 off with pass B and 2e-6 without it (AVX-512 and AVX2), hence the tighter bound. On
+// every SIMD target: each splits the sums into lanes its own way.
 TEST(BatchNorm, ShiftedStatisticsAreCheckedAgainstCancellation) {
   const int64_t N = 8000;
   Generator gen(21);
@@ -422,7 +424,8 @@ TEST(BatchNorm, ShiftedStatisticsAreCheckedAgainstCancellation) {
                                                   norms::Impl::fast);
       const std::vector<double> fv = fast.var.to_vector<double>(), fm = fast.mean.to_vector<double>();
       for (int64_t c = 0; c < 3; ++c) {
-        EXPECT_LE(std::abs(fv[size_t(c)] / tv[size_t(c)] - 1), 3e-5) << "C " << C << " channel " << c;
+        EXPECT_LE(std::abs(fv[size_t(c)] / tv[size_t(c)] - 1), C == 3 ? 3e-5 : 5e-7)
+            << "C " << C << " channel " << c;
         EXPECT_LE(std::abs(fm[size_t(c)] - tm[size_t(c)]), 1e-4 * std::sqrt(tv[size_t(c)]))
             << "channel " << c;
       }

@@ -297,9 +297,12 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
         vs2[j] = hn::Add(vs2[j], Tree<R>(sq));
       });
       hn::Vec<D> vdm[kBlock], vm2[kBlock];
+      hn::Mask<D> bad[kBlock];
       bool any_bad = false;
-      for (int64_t j = 0; j < kBlock; ++j)
-        any_bad |= !hn::AllFalse(d, ShiftedMoments(d, vs1[j], vs2[j], vcount, vdm[j], vm2[j]));
+      for (int64_t j = 0; j < kBlock; ++j) {
+        bad[j] = ShiftedMoments(d, vs1[j], vs2[j], vcount, vdm[j], vm2[j]);
+        any_bad |= !hn::AllFalse(d, bad[j]);
+      }
       if (any_bad) {  // pass B for the block; the channels that passed the check keep their one-walk M2
         hn::Vec<D> vc[kBlock];
         for (int64_t j = 0; j < kBlock; ++j) vc[j] = hn::Zero(d);
@@ -311,11 +314,7 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
           }
           vc[j] = hn::Add(vc[j], Tree<R>(sq));
         });
-        for (int64_t j = 0; j < kBlock; ++j) {
-          hn::Vec<D> unused_dm, unused_m2;
-          vm2[j] =
-              hn::IfThenElse(ShiftedMoments(d, vs1[j], vs2[j], vcount, unused_dm, unused_m2), vc[j], vm2[j]);
-        }
+        for (int64_t j = 0; j < kBlock; ++j) vm2[j] = hn::IfThenElse(bad[j], vc[j], vm2[j]);
       }
       for (int64_t j = 0; j < kBlock; ++j) {
         hn::Store(vK[j], d, k_out + j * L);

@@ -717,6 +717,9 @@ void GroupNormForwardBatches(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRIC
 // Pass 2 reads x and dy again, from L1 (buffering c and dy from pass 1 measured no faster).
 // (dweight and dbias are summed in pass 2, where xhat is exact: the split LayerNorm's backward uses, c * rstd
 // in pass 1 and -d * rstd where it matters, measured slower here: 16384 x 256, 2 threads, 1.40 -> 2.41 ms.)
+// The largest group (m values) whose c and dy BackwardLargeGroups keeps for pass 2 (two 4 KiB buffers).
+constexpr int64_t kMaxBufferedGroup = 1024;
+
 template <typename T>
 struct BackwardVectors {
   using A = AccT<T>;
@@ -877,9 +880,10 @@ struct AllLanesSum {
 // here: 4096 x 1024 f32, 2 threads, 1.31 -> 2.12 ms. The forward gains from sharing one division and one
 // square root among L groups; the backward has neither, and a batch's long reduction before its pass 2
 // keeps the next batch's loads of x and dy from starting early.)
-template <typename T>
+// kBuffered: c and dy kept for pass 2 (BackwardVectors::kBuffer; groups of at most kMaxBufferedGroup values).
+template <bool kBuffered, typename T>
 void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRICT mean,
-                         const AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t G, bool buffered) {
+                         const AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t G) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
   const D d;
@@ -887,12 +891,9 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
   const int64_t m = v.C / G, vpg = m / L;
   const auto inv_m = hn::Set(d, A(1) / A(m));
   const AllLanesSum<D> sum(d);
-  // groups of up to kMaxBuffered values keep c and dy for pass 2 where the caller says so (`buffered`)
-  constexpr int64_t kMaxBuffered = 1024;
-  constexpr size_t kBuf = BackwardVectors<T>::kBuffer ? size_t(kMaxBuffered) : 1;
+  constexpr size_t kBuf = kBuffered ? size_t(kMaxBufferedGroup) : 1;
   HWY_ALIGN A cb[kBuf], dyb[kBuf];
-  buffered = buffered && BackwardVectors<T>::kBuffer && m <= kMaxBuffered;
-  auto group = [&]<bool kBuffered>(int64_t r, int64_t ch0) HWY_ATTR {
+  for (int64_t r = r0, ch0 = r0 % G * m; r < r1; ++r) {  // ch0: the group's first channel
     const int64_t off0 = r * m;
     const auto vs = hn::Set(d, mean[r]), vrs = hn::Set(d, rstd[r]);
     auto sc = hn::Zero(d), sg = hn::Zero(d), sgc = hn::Zero(d);
@@ -905,10 +906,8 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
     for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C)) {
       v.template pass2<kBuffered>(off0 + j * L, ch, vs, vrs, k.vdr, k.k2, k.k3, cb + j * L, dyb + j * L);
     }
-    return ch;
-  };
-  for (int64_t r = r0, ch0 = r0 % G * m; r < r1; ++r)  // ch0: the group's first channel
-    ch0 = buffered ? group.template operator()<true>(r, ch0) : group.template operator()<false>(r, ch0);
+    ch0 = ch;
+  }
 }
 
 // Samples [n0, n1) (n1 - n0 a multiple of 4), m >= L, C wide (w, dweight and dbias past half the L1): the
@@ -917,7 +916,10 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
 // once, and adds the four samples' terms to dweight and dbias in sample order, the order in which
 // BackwardLargeGroups, one group after another, adds them: the same bits. Why: at C = 4096 the three arrays
 // are 48 KiB, and one sample at a time took them from the L2 for every sample. Measured in
-// docs/performance.md ("stop 24").
+// docs/performance.md ("stop 24"). Its passes are BackwardVectors::pass1 and pass2 written out, with w loaded
+// once per vector and dweight, dbias kept in registers for the four samples: calling pass1 and a shared core
+// of pass2 instead (w reloaded per sample) measured 8% slower at 1024 x 4096 f32 (1.038 -> 1.126 ms, best of
+// 8), and the shared core cost the one-sample pass2 2-4%.
 template <typename T>
 void BackwardLargeGroups4(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRICT mean,
                           const AccT<T>* HWY_RESTRICT rstd, int64_t n0, int64_t n1, int64_t G) {
@@ -993,15 +995,17 @@ void GroupNormBackwardBatches(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
   // f16/bf16 keep c and dy for pass 2 where w, dweight and dbias fit half the L1 (C <= 2048 in f32). Wider,
   // the buffer measured slower: 1024 x 4096 bf16 (m = 128) 0.899 -> 0.935 ms (Xeon model 207, 2 threads,
   // best of 6), where 4096 x 1024 (m = 32) went 1.353 -> 1.235 and 16384 x 256 (m = 8) 1.093 -> 0.964.
-  const bool buffered = BackwardVectors<T>::kBuffer && int64_t(3 * sizeof(A)) * C <= 24576;
+  // Wide (w, dweight and dbias past half the L1), groups of m >= L take four samples at a time.
+  const bool wide = int64_t(3 * sizeof(A)) * C > 24576;
+  const bool buffered = BackwardVectors<T>::kBuffer && !wide;
   if (m >= kL) {
     int64_t n = n0;
-    if (int64_t(3 * sizeof(A)) * C >
-        24576) {  // w, dweight and dbias past half the L1: four samples at a time
+    if (wide) {
       n = n0 + (n1 - n0) / 4 * 4;
       BackwardLargeGroups4<T>(v, mean, rstd, n0, n, G);
     }
-    return BackwardLargeGroups<T>(v, mean, rstd, n * G, r1, G, buffered);
+    if (buffered && m <= kMaxBufferedGroup) return BackwardLargeGroups<true, T>(v, mean, rstd, n * G, r1, G);
+    return BackwardLargeGroups<false, T>(v, mean, rstd, n * G, r1, G);
   }
   auto small = [&]<int W>() {
     if (buffered) return BackwardSmallGroups<W, true, T>(v, mean, rstd, r0, r1, G);

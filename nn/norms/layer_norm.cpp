@@ -469,8 +469,7 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
     LayerNormBackwardRowGroups<4, false>(dy, x, w, mean, rstd, dx, dw_part, db_part, r0, r, n, prefetch);
   }
   // f16/bf16 rows short enough keep pass 1's c and g for pass 2 (LayerNormBackwardRowGroups: kBuffer)
-  const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<A>()));
-  if (!std::is_same_v<T, A> && (n + L - 1) / L * L <= kBackwardBufferFloats)
+  if (KeepsRowsForPass2<T>(n))
     return LayerNormBackwardRowGroups<1, true>(dy, x, w, mean, rstd, dx, dw_part, db_part, r, r1, n,
                                                prefetch);
   LayerNormBackwardRowGroups<1, false>(dy, x, w, mean, rstd, dx, dw_part, db_part, r, r1, n, prefetch);

@@ -175,6 +175,13 @@ HWY_INLINE void PrefetchAhead(const T* p, const T* end) {
 // The f16/bf16 row backwards (LayerNorm's, RMSNorm's) keep pass 1's values of a row as floats for pass 2
 // in two buffers of this many floats (12 KiB each), for rows that fit: see LayerNormBackwardRowGroups.
 inline constexpr int64_t kBackwardBufferFloats = 3072;
+// Whether the backward of T rows of n values keeps them so: f16/bf16 (a float computation type) rows that
+// fit.
+template <typename T>
+HWY_INLINE bool KeepsRowsForPass2(int64_t n) {
+  const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<AccT<T>>()));
+  return !std::is_same_v<T, AccT<T>> && (n + L - 1) / L * L <= kBackwardBufferFloats;
+}
 
 // bf16 rows, for sums over a row: the 2 Lanes(d) values at p as two vectors of floats, the even-indexed
 // values (the low halves of the 32-bit lanes) and the odd-indexed ones (the high halves). Not the row's

@@ -318,8 +318,7 @@ void RMSNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, cons
     RMSNormBackwardRowGroups<4, false>(dy, x, w, rstd, dx, dw_part, r0, r, n);
   }
   // f16/bf16 rows short enough keep pass 1's g and xhat for pass 2 (RMSNormBackwardRowGroups: kBuffer)
-  const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<A>()));
-  if (!std::is_same_v<T, A> && (n + L - 1) / L * L <= kBackwardBufferFloats)
+  if (KeepsRowsForPass2<T>(n))
     return RMSNormBackwardRowGroups<1, true>(dy, x, w, rstd, dx, dw_part, r, r1, n);
   RMSNormBackwardRowGroups<1, false>(dy, x, w, rstd, dx, dw_part, r, r1, n);
 }
