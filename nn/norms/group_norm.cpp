@@ -499,6 +499,24 @@ HWY_INLINE int64_t NextChannel(int64_t ch, int64_t L, int64_t C) {
   return ch + L == C ? 0 : ch + L;
 }
 
+// f.template operator()<kVpg>(), with kVpg = vpg (a group's m / L vectors) where vpg is 2, 4 or (kMax 8) 8,
+// else kVpg = 0 (the kernels then read the count at run time). Why: the passes of the m >= L kernels loop
+// over a group's vectors, and with the benchmark's groups of 32 channels that is a loop of two (f32 on
+// AVX-512), whose index arithmetic and branch cost as much as its vector work. With the count a constant the
+// compiler unrolls those loops. The same operations in the same order, so the same bits. Measured (Xeon
+// model 207, 2 threads, scripts/bench_ab.py --filter group_norm/ --rounds 5, best ms): 4096 x 1024 (m = 32)
+// bf16 forward 0.712 -> 0.618, backward 1.287 -> 1.132; f32 forward 0.671 -> 0.649, backward 1.145 -> 1.064;
+// 1024 x 4096 (m = 128, 8 vectors) bf16 forward 0.517 -> 0.468, f32 0.724 -> 0.700 (--rounds 6). The
+// backward's four-sample kernel (BackwardLargeGroups4) measured level at 8 and is left with its loop.
+template <int kMax, class F>
+HWY_INLINE void WithVectorsPerGroup(int64_t vpg, const F& f) {
+  if (vpg == 2) return f.template operator()<2>();
+  if (vpg == 4) return f.template operator()<4>();
+  if constexpr (kMax >= 8)
+    if (vpg == 8) return f.template operator()<8>();
+  f.template operator()<0>();
+}
+
 // Forward, groups [r0, r1) of an (N, C) input; W = m < L: a batch is W vectors, all in registers.
 template <int W, typename T>
 void ForwardSmallGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, const AccT<T>* HWY_RESTRICT b,
@@ -562,7 +580,8 @@ void ForwardSmallGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
 // (Xeon model 207, 2 threads, scripts/bench_ab.py --rounds 5, best / median). Not for f16/bf16: there it
 // measured 0.511 / 0.526 -> 0.589 / 0.593 ms (and slower still with two vectors per store), so they keep R
 // = 1.
-template <int R, typename T>
+// kVpg: the group's m / L vectors as a constant, or 0 (read at run time): see WithVectorsPerGroup.
+template <int R, typename T, int kVpg = 0>
 void ForwardLargeGroupsR(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                          const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
                          AccT<T>* HWY_RESTRICT rstd, int64_t n0, int64_t n1, int64_t C, int64_t G, int64_t B,
@@ -573,7 +592,7 @@ void ForwardLargeGroupsR(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
   constexpr int kL = int(hn::MaxLanes(D()));
   constexpr bool kBuffer = !std::is_same_v<T, A>;
   const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t m = C / G, vpg = m / L;
+  const int64_t m = C / G, vpg = kVpg ? kVpg : m / L;
   const auto inv_m = hn::Set(d, A(1) / A(m)), veps = hn::Set(d, A(eps)), one = hn::Set(d, A(1));
   auto buf = hwy::AllocateAligned<A>(kBuffer ? size_t(B * m) : 1);
   A* HWY_RESTRICT cb = buf.get();
@@ -682,11 +701,20 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
   const int64_t B = std::clamp<int64_t>(2048 / (C / G), 1, L);
   constexpr int kR = 4;
   int64_t n = n0;
-  if (std::is_same_v<T, A> && int64_t(2 * sizeof(A)) * C > 16384 && B >= kR) {  // w, b past half the L1
-    n = n0 + (n1 - n0) / kR * kR;
-    ForwardLargeGroupsR<kR, T>(x, w, b, y, mean, rstd, n0, n, C, G, B, eps);
+  const int64_t vpg = C / G / L;
+  if constexpr (std::is_same_v<T, A>) {
+    if (int64_t(2 * sizeof(A)) * C > 16384 && B >= kR) {  // w, b past half the L1
+      n = n0 + (n1 - n0) / kR * kR;
+      WithVectorsPerGroup<8>(vpg, [&]<int kVpg>() {
+        ForwardLargeGroupsR<kR, T, kVpg>(x, w, b, y, mean, rstd, n0, n, C, G, B, eps);
+      });
+    }
   }
-  if (n < n1) ForwardLargeGroupsR<1, T>(x, w, b, y, mean, rstd, n, n1, C, G, B, eps);
+  if (n < n1) {
+    WithVectorsPerGroup<8>(vpg, [&]<int kVpg>() {
+      ForwardLargeGroupsR<1, T, kVpg>(x, w, b, y, mean, rstd, n, n1, C, G, B, eps);
+    });
+  }
 }
 
 // Samples [n0, n1) of an (N, C) input.
@@ -881,14 +909,15 @@ struct AllLanesSum {
 // square root among L groups; the backward has neither, and a batch's long reduction before its pass 2
 // keeps the next batch's loads of x and dy from starting early.)
 // kBuffered: c and dy kept for pass 2 (BackwardVectors::kBuffer; groups of at most kMaxBufferedGroup values).
-template <bool kBuffered, typename T>
+// kVpg: m / L as a constant, or 0 (see WithVectorsPerGroup).
+template <bool kBuffered, typename T, int kVpg = 0>
 void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRICT mean,
                          const AccT<T>* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t G) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
   const D d;
   const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t m = v.C / G, vpg = m / L;
+  const int64_t m = v.C / G, vpg = kVpg ? kVpg : m / L;
   const auto inv_m = hn::Set(d, A(1) / A(m));
   const AllLanesSum<D> sum(d);
   constexpr size_t kBuf = kBuffered ? size_t(kMaxBufferedGroup) : 1;
@@ -1004,8 +1033,11 @@ void GroupNormBackwardBatches(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
       n = n0 + (n1 - n0) / 4 * 4;
       BackwardLargeGroups4<T>(v, mean, rstd, n0, n, G);
     }
-    if (buffered && m <= kMaxBufferedGroup) return BackwardLargeGroups<true, T>(v, mean, rstd, n * G, r1, G);
-    return BackwardLargeGroups<false, T>(v, mean, rstd, n * G, r1, G);
+    const bool keep = buffered && m <= kMaxBufferedGroup;
+    return WithVectorsPerGroup<4>(m / kL, [&]<int kVpg>() {
+      if (keep) return BackwardLargeGroups<true, T, kVpg>(v, mean, rstd, n * G, r1, G);
+      BackwardLargeGroups<false, T, kVpg>(v, mean, rstd, n * G, r1, G);
+    });
   }
   auto small = [&]<int W>() {
     if (buffered) return BackwardSmallGroups<W, true, T>(v, mean, rstd, r0, r1, G);
