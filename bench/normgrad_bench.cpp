@@ -78,6 +78,7 @@ struct Options {
   bool json = false;
   bool quick = false;
   double min_time = 0.3;
+  double norm_mean = 0;  // added to the norms' inputs (bench_norms): rows far from 0 take other paths
   std::vector<std::string> filters;
 };
 Options opt;
@@ -367,7 +368,7 @@ void bench_norms() {
         const std::string base = std::string(norm) + "/" + shape + "/" + dname;
         if (!selected(base + "/fwd") && !selected(base + "/bwd") && !selected(base + "/fwd+bwd")) continue;
         ng::Generator g(1);
-        const ng::Tensor x = ng::randn({rows, cols}, g).to(dt);
+        const ng::Tensor x = (ng::randn({rows, cols}, g) + opt.norm_mean).to(dt);
         const ng::Tensor dy = ng::randn({rows, cols}, g).to(dt);
         const std::string n = norm;
         // Per-channel parameters in the compute dtype (f32 for bf16 x). GroupNorm: 32 groups of channels.
@@ -684,6 +685,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", opt.quick, "fewer shapes and repetitions");
   app.add_option("--min-time", opt.min_time,
                  "seconds of repetitions per entry (default 0.3, 0.05 with --quick)");
+  app.add_option("--norm-mean", opt.norm_mean,
+                 "mean of the norm entries' inputs (default 0: randn; e.g. 4 for rows far from 0)");
   CLI11_PARSE(app, argc, argv);
   if (opt.quick && app.count("--min-time") == 0) opt.min_time = 0.05;
   std::stringstream ss(filter);
@@ -693,6 +696,7 @@ int main(int argc, char** argv) {
 
   const auto start = Clock::now();
   g_machine = machine_line();
+  if (opt.norm_mean != 0) g_machine += ", norm inputs randn + " + fmt(opt.norm_mean, 2);
   if (opt.json)
     std::cout << json{{"bench", "machine"}, {"name", "machine"}, {"text", g_machine}}.dump() << std::endl;
 

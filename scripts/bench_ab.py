@@ -15,6 +15,7 @@ agree across the alternation. Every before/after in docs/performance.md since 20
 Entries are those of normgrad_bench --filter (comma-separated substrings); only rows at --threads count.
 """
 import argparse
+import shlex
 import collections
 import json
 import os
@@ -29,6 +30,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--min-time", type=float, default=0.15, help="seconds of repetitions per entry and run")
+    p.add_argument("--bench-args", default="", help="more arguments for every run, e.g. '--norm-mean 4'")
     args = p.parse_args()
     for b in args.binaries:
         if not os.access(b, os.X_OK):
@@ -38,7 +40,7 @@ def main():
     for r in range(args.rounds):
         for b in args.binaries:
             cmd = [b, "--json", "--filter", args.filter, "--threads", str(args.threads),
-                   "--min-time", str(args.min_time)]
+                   "--min-time", str(args.min_time)] + shlex.split(args.bench_args)
             res = subprocess.run(cmd, capture_output=True, text=True)
             if res.returncode != 0:
                 sys.exit(f"bench_ab: {' '.join(cmd)} failed with status {res.returncode}:\n{res.stderr}")

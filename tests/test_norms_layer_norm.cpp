@@ -185,6 +185,53 @@ TEST(LayerNorm, UnrepresentativeRowStartsTakeTheCentredPath) {
   EXPECT_GE(targets, 1);
 }
 
+TEST(LayerNorm, Bf16RowsTheDotProductCannotTrustAreShifted) {
+  // On CPUs with AVX512-BF16 the fast forward sums a short bf16 row and its squares unshifted with vdpbf16ps
+  // and uses S2/n - mean^2 (Bf16DotRowStatistics, norm_simd-inl.h); it must hand these rows to the shifted
+  // path:
+  //   kind 0: 1000 everywhere but every 64th value 1004: mean^2 / var ~ 4e6, the subtraction loses all
+  //   kind 1: +-2^-70 (1 + k/16) in pairs, mean exactly 0: the squares are f32 denormals, which the
+  //           instruction flushes to 0 (its var would be 0 and y ~ 20 times too large at this eps)
+  //   kind 2: randn + 30: mean^2 / var ~ 900
+  // The rows go in the gate's blocks of 16 (DotGate; one block per 16 rows here: rows of 200 and 1000 are
+  // one chunk of 80 rows, and chunks of 16, in layer_norm_forward_fast). Block k < 3 opens with a randn row,
+  // which the dot product takes, so that its row 1, of kind k, is tried and must be refused; block 3 opens
+  // with a row of kind 0, which shuts the gate for its randn rows; block 4 is randn. Every row against the
+  // f64 formula on the same bf16 inputs. (Both n leave a tail of 8 values.)
+  const double eps = 1e-45;  // (f32: a denormal; lets the tiny row's variance matter)
+  const int64_t rows = 80;
+  for (int64_t n : {1000, 200}) {
+    Generator gen{uint64_t(n)};
+    std::vector<double> xs = randn({rows * n}, gen, DType::f64).to_vector<double>();
+    auto make = [&](int64_t row, int kind) {
+      for (int64_t i = 0; i < n; ++i) {
+        double& v = xs[size_t(row * n + i)];
+        if (kind == 0) v = i % 64 == 5 ? 1004.0 : 1000.0;
+        if (kind == 1) v = (i % 2 ? -1.0 : 1.0) * std::ldexp(1.0 + double((i / 2) % 16) / 16.0, -70);
+        if (kind == 2) v += 30.0;
+      }
+    };
+    for (int kind = 0; kind < 3; ++kind) make(16 * kind + 1, kind);
+    make(48, 0);
+    Tensor x = from_vector(xs, {rows, n}).to(DType::bf16);
+    std::vector<double> exact = x.to_vector<double>();  // the bf16 inputs, in f64
+    std::vector<double> expect = layer_norm_f64(exact, n, eps);
+    const int targets = for_each_target([&] {
+      auto s = norms::layer_norm_forward(x, n, Tensor(), Tensor(), eps, norms::Impl::fast);
+      std::vector<double> y = s.y.to_vector<double>();
+      for (int64_t row = 0; row < rows; ++row) {
+        double worst = 0;  // relative to max(1, |expected|): bf16 keeps 8 bits
+        for (int64_t i = 0; i < n; ++i) {
+          const double e = expect[size_t(row * n + i)];
+          worst = std::max(worst, std::abs(y[size_t(row * n + i)] - e) / std::max(1.0, std::abs(e)));
+        }
+        EXPECT_LT(worst, 1e-2) << "n=" << n << " row " << row;
+      }
+    });
+    EXPECT_GE(targets, 1);
+  }
+}
+
 TEST(LayerNorm, LargeMeanSmallStdBackwardIsRightInF32) {
   // The same hostile rows (mean 1e4, std 1e-2, f32) through the backward, against the whole backward done in
   // f64 on the same f32 inputs. The backward must centre x as precisely as the forward: a mean rounded to f32

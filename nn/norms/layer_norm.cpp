@@ -104,7 +104,7 @@ namespace ng::norms::HWY_NAMESPACE {
 
 // pass 2 for R rows at once, from x, y (rows n apart): y = (x - K) * rstd + (-d * rstd), then * w + b.
 // Each vector of w and b loaded serves the R rows.
-template <int R, typename T>
+template <int R, bool kShifted, typename T>
 HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                     const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n,
                                     const AccT<T>* K, const AccT<T>* dmean, const AccT<T>* rs) {
@@ -119,32 +119,49 @@ HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_
     vrs[k] = hn::Set(d, rs[k]);
     vneg[k] = hn::Set(d, -dmean[k] * rs[k]);
   }
+  // x - K; no subtraction in the rows whose statistics came unshifted (the same value: x - 0 = x)
+  auto centre = [&](hn::Vec<D> v, int k) HWY_ATTR { return kShifted ? hn::Sub(v, vK[k]) : v; };
   int64_t j = 0;
   for (; j + 2 * L <= n_main; j += 2 * L) {  // two vectors at a time: one instruction stores both as bf16
     const auto vw0 = hn::LoadU(d, w + j), vb0 = hn::LoadU(d, b + j);
     const auto vw1 = hn::LoadU(d, w + j + L), vb1 = hn::LoadU(d, b + j + L);
     for (int k = 0; k < R; ++k) {
-      const auto xhat0 = hn::MulAdd(hn::Sub(LoadAs(d, x + k * n + j), vK[k]), vrs[k], vneg[k]);
-      const auto xhat1 = hn::MulAdd(hn::Sub(LoadAs(d, x + k * n + j + L), vK[k]), vrs[k], vneg[k]);
+      const auto xhat0 = hn::MulAdd(centre(LoadAs(d, x + k * n + j), k), vrs[k], vneg[k]);
+      const auto xhat1 = hn::MulAdd(centre(LoadAs(d, x + k * n + j + L), k), vrs[k], vneg[k]);
       StoreAs2(d, hn::MulAdd(xhat0, vw0, vb0), hn::MulAdd(xhat1, vw1, vb1), y + k * n + j);
     }
   }
   for (; j < n_main; j += L) {
     const auto vw = hn::LoadU(d, w + j), vb = hn::LoadU(d, b + j);
     for (int k = 0; k < R; ++k) {
-      const auto xhat = hn::MulAdd(hn::Sub(LoadAs(d, x + k * n + j), vK[k]), vrs[k], vneg[k]);
+      const auto xhat = hn::MulAdd(centre(LoadAs(d, x + k * n + j), k), vrs[k], vneg[k]);
       StoreAs(d, hn::MulAdd(xhat, vw, vb), y + k * n + j);
     }
   }
   if (rest) {
     const auto vw = LoadTailA(d, w + n_main, rest), vb = LoadTailA(d, b + n_main, rest);
     for (int k = 0; k < R; ++k) {
-      const auto xhat =
-          hn::MulAdd(hn::Sub(Tail<D, T>(x + k * n + n_main, rest).load(d), vK[k]), vrs[k], vneg[k]);
+      const auto xhat = hn::MulAdd(centre(Tail<D, T>(x + k * n + n_main, rest).load(d), k), vrs[k], vneg[k]);
       Tail<D, T> y_tail(rest);
       y_tail.store(d, hn::MulAdd(xhat, vw, vb), y + k * n + n_main);
     }
   }
+}
+
+// pass 2 for R rows. When the statistics of all R came from the bf16 dot product (K = 0), without the
+// subtraction of K: one operation of the five per vector.
+template <int R, typename T>
+HWY_INLINE void LayerNormOutput(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                                const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n, const AccT<T>* K,
+                                const AccT<T>* dmean, const AccT<T>* rs) {
+#ifdef NG_NORM_BF16_DOT
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    bool shifted = false;
+    for (int k = 0; k < R; ++k) shifted |= K[k] != 0;
+    if (!shifted) return LayerNormOutputRows<R, false>(x, w, b, y, n, K, dmean, rs);
+  }
+#endif
+  LayerNormOutputRows<R, true>(x, w, b, y, n, K, dmean, rs);
 }
 
 // Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows): their statistics row by row, then one output
@@ -160,11 +177,11 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
   for (int64_t r = r0; r < r1; r += kRows) {
     A K[kRows], dm[kRows], rs[kRows];
     for (int k = 0; k < kRows; ++k) {
-      ShiftedRowStatistics(d, x + (r + k) * n, n, eps, K[k], dm[k], rs[k]);
+      LayerNormRowStatistics(d, x + (r + k) * n, n, eps, nullptr, K[k], dm[k], rs[k]);
       mean[r + k] = K[k] + dm[k];
       rstd[r + k] = rs[k];
     }
-    LayerNormOutputRows<kRows>(x + r * n, w, b, y + r * n, n, K, dm, rs);
+    LayerNormOutput<kRows>(x + r * n, w, b, y + r * n, n, K, dm, rs);
   }
 }
 
@@ -192,24 +209,31 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // row, so the same bits. Measured (AMD Zen 4, 2 threads, A/B in one process, best): f32 16384 x 256
     // 0.382 -> 0.324 ms, 65536 x 64 0.701 -> 0.637 ms, 8192 x 512 0.310 -> 0.297 ms; bf16 16384 x 256
     // 0.582 -> 0.474 ms, 4096 x 1024 0.396 -> 0.364 ms. With 4 KiB rows (f32 4096 x 1024) it was 4-8% slower.
+    //
+    // Only these rows take the bf16 dot product (Bf16DotRowStatistics, DotGate: norm_simd-inl.h). Measured
+    // (Intel Xeon VM, 2 threads, scripts/bench_ab.py --rounds 5, best ms; randn rows): 16384 x 256 0.504 ->
+    // 0.423, 4096 x 1024 0.425 -> 0.366. Rows of 8 KiB (1024 x 4096, four per output walk) were level with
+    // it (0.386 -> 0.386) and keep the shifted statistics. Rows at mean 4, std 1 (--norm-mean 4: every block
+    // of 16 rows pays for one refused attempt): 0.474 -> 0.494 and 0.396 -> 0.411.
+    DotGate gate;
     A K, dm, rs;
-    ShiftedRowStatistics(d, x + r * n, n, eps, K, dm, rs);
+    LayerNormRowStatistics(d, x + r * n, n, eps, &gate, K, dm, rs);
     for (; r < r1; ++r) {
       A K_next = 0, dm_next = 0, rs_next = 0;
-      if (r + 1 < r1) ShiftedRowStatistics(d, x + (r + 1) * n, n, eps, K_next, dm_next, rs_next);
+      if (r + 1 < r1) LayerNormRowStatistics(d, x + (r + 1) * n, n, eps, &gate, K_next, dm_next, rs_next);
       mean[r] = K + dm;
       rstd[r] = rs;
-      LayerNormOutputRows<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);
+      LayerNormOutput<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);
       K = K_next, dm = dm_next, rs = rs_next;
     }
     return;
   }
   for (; r < r1; ++r) {
     A K, dm, rs;
-    ShiftedRowStatistics(d, x + r * n, n, eps, K, dm, rs);
+    LayerNormRowStatistics(d, x + r * n, n, eps, nullptr, K, dm, rs);
     mean[r] = K + dm;
     rstd[r] = rs;
-    LayerNormOutputRows<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);
+    LayerNormOutput<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);
   }
 }
 
