@@ -185,19 +185,19 @@ TEST(LayerNorm, UnrepresentativeRowStartsTakeTheCentredPath) {
   EXPECT_GE(targets, 1);
 }
 
-TEST(LayerNorm, Bf16RowsTheDotProductCannotTrustAreShifted) {
-  // On CPUs with AVX512-BF16 the fast forward sums a short bf16 row and its squares unshifted with vdpbf16ps
-  // and uses S2/n - mean^2 (Bf16DotRowStatistics, norm_simd-inl.h); it must hand these rows to the shifted
-  // path:
+TEST(LayerNorm, Bf16RowsTheUnshiftedSumsCannotTrustAreShifted) {
+  // The fast forward sums a short bf16 row and its squares unshifted and uses S2/n - mean^2
+  // (UnshiftedRowStatistics, norm_simd-inl.h); it must hand rows where that cancels to the shifted path,
+  // and get the others right:
   //   kind 0: 1000 everywhere but every 64th value 1004: mean^2 / var ~ 4e6, the subtraction loses all
-  //   kind 1: +-2^-70 (1 + k/16) in pairs, mean exactly 0: the squares are f32 denormals, which the
-  //           instruction flushes to 0 (its var would be 0 and y ~ 20 times too large at this eps)
+  //   kind 1: +-2^-70 (1 + k/16) in pairs, mean exactly 0: the squares are f32 denormals (no cancellation,
+  //           but 9 significant bits; at this eps the variance is all that sets rstd)
   //   kind 2: randn + 30: mean^2 / var ~ 900
   // The rows go in the gate's blocks of 16 (DotGate; one block per 16 rows here: rows of 200 and 1000 are
   // one chunk of 80 rows, and chunks of 16, in layer_norm_forward_fast). Block k < 3 opens with a randn row,
-  // which the dot product takes, so that its row 1, of kind k, is tried and must be refused; block 3 opens
-  // with a row of kind 0, which shuts the gate for its randn rows; block 4 is randn. Every row against the
-  // f64 formula on the same bf16 inputs. (Both n leave a tail of 8 values.)
+  // which the unshifted sums take, so that its row 1, of kind k, is tried; block 3 opens with a row of kind
+  // 0, which shuts the gate for its randn rows; block 4 is randn. Every row against the f64 formula on the
+  // same bf16 inputs, on every SIMD target. (Both n leave a tail of 8 values.)
   const double eps = 1e-45;  // (f32: a denormal; lets the tiny row's variance matter)
   const int64_t rows = 80;
   for (int64_t n : {1000, 200}) {

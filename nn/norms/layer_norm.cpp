@@ -148,19 +148,17 @@ HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_
   }
 }
 
-// pass 2 for R rows. When the statistics of all R came from the bf16 dot product (K = 0), without the
+// pass 2 for R rows. When the statistics of all R came from the unshifted bf16 sums (K = 0), without the
 // subtraction of K: one operation of the five per vector.
 template <int R, typename T>
 HWY_INLINE void LayerNormOutput(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                 const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n, const AccT<T>* K,
                                 const AccT<T>* dmean, const AccT<T>* rs) {
-#ifdef NG_NORM_BF16_DOT
   if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
     bool shifted = false;
     for (int k = 0; k < R; ++k) shifted |= K[k] != 0;
     if (!shifted) return LayerNormOutputRows<R, false>(x, w, b, y, n, K, dmean, rs);
   }
-#endif
   LayerNormOutputRows<R, true>(x, w, b, y, n, K, dmean, rs);
 }
 
@@ -210,11 +208,12 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // 0.382 -> 0.324 ms, 65536 x 64 0.701 -> 0.637 ms, 8192 x 512 0.310 -> 0.297 ms; bf16 16384 x 256
     // 0.582 -> 0.474 ms, 4096 x 1024 0.396 -> 0.364 ms. With 4 KiB rows (f32 4096 x 1024) it was 4-8% slower.
     //
-    // Only these rows take the bf16 dot product (Bf16DotRowStatistics, DotGate: norm_simd-inl.h). Measured
-    // (Intel Xeon VM, 2 threads, scripts/bench_ab.py --rounds 5, best ms; randn rows): 16384 x 256 0.504 ->
-    // 0.423, 4096 x 1024 0.425 -> 0.366. Rows of 8 KiB (1024 x 4096, four per output walk) were level with
-    // it (0.386 -> 0.386) and keep the shifted statistics. Rows at mean 4, std 1 (--norm-mean 4: every block
-    // of 16 rows pays for one refused attempt): 0.474 -> 0.494 and 0.396 -> 0.411.
+    // Only these rows try the unshifted bf16 sums (UnshiftedRowStatistics, DotGate: norm_simd-inl.h).
+    // Measured (Intel Xeon VM, 2 threads, scripts/bench_ab.py --rounds 5, best ms; randn rows): 16384 x 256
+    // 0.503 -> 0.400, 4096 x 1024 0.415 -> 0.376. Rows of 8 KiB (1024 x 4096, four per output walk) were
+    // level with the first version of it (vdpbf16ps: 0.386 -> 0.386) and keep the shifted statistics. Rows
+    // at mean 4, std 1 (--norm-mean 4: every block of 16 rows pays for one refused attempt): 0.503 -> 0.517
+    // and 0.421 -> 0.430.
     DotGate gate;
     A K, dm, rs;
     LayerNormRowStatistics(d, x + r * n, n, eps, &gate, K, dm, rs);

@@ -313,107 +313,94 @@ HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, d
   rs_out = A(1) / std::sqrt(std::max(var, A(0)) + A(eps));
 }
 
-// ---- bf16 rows: the statistics from the CPU's bf16 dot product, where it has one ----
+// ---- bf16 rows: the statistics from unshifted sums ----
 //
-// AVX512-BF16's vdpbf16ps adds to each f32 lane the two products of a pair of bf16 values:
-//   acc_j += a_2j * b_2j + a_2j+1 * b_2j+1
-// With b = x it sums squares, with b = 1 it sums values: 32 bf16 values per instruction for each sum, where
-// ShiftedRowStatistics spends a load, two bit operations, two subtractions, two adds and two FMAs on them.
-// A product of two bf16 values (8-bit significands) is exact in f32; the instruction rounds each of its two
-// adds to nearest even, as an f32 add would.
+// A bf16 row's sums can skip the shift:
+//   S1 = sum x,  S2 = sum x^2,  mean = S1 / n,  var = S2 / n - mean^2
+// Per 32 values: one load and two bit operations (LoadBf16Pairs), two adds and two FMAs, 6 vector
+// operations where ShiftedRowStatistics spends 9, and no horizontal sum for the shift K. (The square of a
+// bf16 value, 8 significant bits, is exact in f32, so each FMA rounds once, as an add does.)
 //
-// It cannot shift: x - K is not a bf16 value. So it computes the unshifted sums,
-//   S1 = sum x,  S2 = sum x^2,  mean = S1 / n,  var = S2 / n - mean^2,
-// whose subtraction cancels in proportion to mean^2 / var (norm_math.h). That is ShiftedRowStatistics with
+// The subtraction cancels in proportion to mean^2 / var (norm_math.h). That is ShiftedRowStatistics with
 // K = 0, and it takes the same check: a row where mean^2 > var / 4 (5 mean^2 > S2 / n) is not trusted and
 // the caller computes it the shifted way, as it does a row whose sums overflowed. Activations entering a
 // LayerNorm usually sit within a fraction of a std of 0; for tensors whose rows do not, see DotGate.
 //
-// What the instruction does not do like the f32 units: it treats denormal inputs as 0 and flushes denormal
-// products and sums to 0. Each value so lost is below 2^-126 in size, so a row whose mean square is at least
-// 2^-100 loses less than 2^-26 of S2, and an error in its mean far below its std; a smaller row is not
-// trusted either.
-#undef NG_NORM_BF16_DOT  // (this header is compiled once per target)
-#if HWY_TARGET == HWY_AVX3 && defined(__GNUC__)
-#define NG_NORM_BF16_DOT 1
-// acc += the pairwise dot products of the 32 bf16 values in a and b (inline assembly: half-inl.h says why
-// the AVX-512 target cannot use the intrinsic).
-HWY_INLINE __m512 DotBf16Pairs(__m512 acc, __m512i a, __m512i b) {
-  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-  return acc;
-}
-
-// The row's mean and rstd from its unshifted sums; false (outputs untouched) where the CPU lacks the
-// instruction or the check above does not trust the result.
-HWY_INLINE bool Bf16DotRowStatistics(const hwy::bfloat16_t* HWY_RESTRICT xr, int64_t n, double eps,
-                                     float& mean_out, float& rs_out) {
-  if (!ng::simd::HWY_NAMESPACE::kCpuHasAvx512Bf16) return false;
-  const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
-  const __m512i ones = _mm512_set1_epi16(0x3f80);  // bf16 1.0
-  __m512 s1[4], s2[4];
-  for (int k = 0; k < 4; ++k) s1[k] = s2[k] = _mm512_setzero_ps();
-  auto load = [&](int64_t i) { return _mm512_loadu_si512(reinterpret_cast<const void*>(xr + i)); };
+// (Stop 26 first summed with AVX512-BF16's vdpbf16ps, 32 values per instruction per sum. On the Intel Xeon
+// VM the instruction turned out to hold both vector ports for about two cycles, the price of four FMAs: a
+// loop of 4 of them and 8 independent FMAs took 12.2 cycles, the 8 FMAs alone 4.7. These sums measured level
+// with it (16384 x 256: 0.423 -> 0.400 ms, 4096 x 1024: 0.360 -> 0.373), and need no inline assembly, no
+// check for the instruction's flushed denormals, and no particular CPU.)
+template <class D>
+HWY_INLINE bool UnshiftedRowStatistics(D d, const hwy::bfloat16_t* HWY_RESTRICT xr, int64_t n, double eps,
+                                       hn::TFromD<D>& mean_out, hn::TFromD<D>& rs_out) {
+  using A = hn::TFromD<D>;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
+  const size_t rest = size_t(n - n_main);
+  auto s1a = hn::Zero(d), s1b = hn::Zero(d), s1c = hn::Zero(d), s1d = hn::Zero(d);
+  auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
   int64_t i = 0;
-  for (; i + 128 <= n; i += 128) {  // four accumulators per sum: consecutive vdpbf16ps do not wait
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = load(i + 32 * k);
-      s1[k] = DotBf16Pairs(s1[k], v, ones);
-      s2[k] = DotBf16Pairs(s2[k], v, v);
-    }
+  for (; i + 4 * L <= n_main; i += 4 * L) {  // (the values in another order: see LoadBf16Pairs)
+    hn::Vec<D> v0, v1, v2, v3;
+    LoadBf16Pairs(d, xr + i, v0, v1);
+    LoadBf16Pairs(d, xr + i + 2 * L, v2, v3);
+    s1a = hn::Add(s1a, v0);
+    s1b = hn::Add(s1b, v1);
+    s1c = hn::Add(s1c, v2);
+    s1d = hn::Add(s1d, v3);
+    s2a = hn::MulAdd(v0, v0, s2a);
+    s2b = hn::MulAdd(v1, v1, s2b);
+    s2c = hn::MulAdd(v2, v2, s2c);
+    s2d = hn::MulAdd(v3, v3, s2d);
   }
-  for (; i + 32 <= n; i += 32) {
-    const __m512i v = load(i);
-    s1[0] = DotBf16Pairs(s1[0], v, ones);
-    s2[0] = DotBf16Pairs(s2[0], v, v);
+  for (; i < n_main; i += L) {
+    const auto v = LoadAs(d, xr + i);
+    s1a = hn::Add(s1a, v);
+    s2a = hn::MulAdd(v, v, s2a);
   }
-  if (i < n) {  // the tail, zero-padded (0 adds nothing to either sum)
-    HWY_ALIGN hwy::bfloat16_t buf[32] = {};
-    std::memcpy(buf, xr + i, size_t(n - i) * sizeof(hwy::bfloat16_t));
-    const __m512i v = _mm512_load_si512(reinterpret_cast<const void*>(buf));
-    s1[0] = DotBf16Pairs(s1[0], v, ones);
-    s2[0] = DotBf16Pairs(s2[0], v, v);
+  if (rest) {  // zero-padded: adds nothing to either sum
+    const auto v = Tail<D, hwy::bfloat16_t>(xr + n_main, rest).load(d);
+    s1a = hn::Add(s1a, v);
+    s2a = hn::MulAdd(v, v, s2a);
   }
-  const float mean =
-      ReduceSum(d, hn::Add(hn::Add(V{s1[0]}, V{s1[1]}), hn::Add(V{s1[2]}, V{s1[3]}))) / float(n);
-  const float m2 = ReduceSum(d, hn::Add(hn::Add(V{s2[0]}, V{s2[1]}), hn::Add(V{s2[2]}, V{s2[3]}))) / float(n);
-  const float var = m2 - mean * mean;
-  if (!(m2 >= 0x1p-100f) || !std::isfinite(var) || mean * mean * 5.0f > m2) return false;  // (NaN: false)
+  const A mean = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d))) / A(n);
+  const A m2 = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d))) / A(n);
+  const A var = m2 - mean * mean;
+  if (!std::isfinite(var) || mean * mean * A(5) > m2) return false;
   mean_out = mean;
-  rs_out = 1.0f / std::sqrt(std::max(var, 0.0f) + float(eps));
+  rs_out = A(1) / std::sqrt(std::max(var, A(0)) + A(eps));
   return true;
 }
-#endif
 
-// Which bf16 rows try the dot product. A tensor whose rows sit far from 0 would pay for a rejected attempt on
-// every row (measured: 20-37% slower than the shifted path alone at mean 4, std 1). So a kernel call's rows
-// go in blocks of kDotGateRows from its first row: the first row of a block always tries, the others only
-// where the first was trusted, and such a tensor pays for one attempt in 16 rows (~4% slower than before
-// the dot product at mean 4; with blocks of 8, 3-13%). A call's rows are a chunk fixed by the row length,
-// never by the thread count (layer_norm_forward_fast), so each row takes the same path, and gives the same
-// bits, with any number of threads.
+// Which bf16 rows try the unshifted sums. A tensor whose rows sit far from 0 would pay for a refused attempt
+// on every row (measured with the first version, which summed with vdpbf16ps: 20-37% slower than the
+// shifted path alone at mean 4, std 1). So a kernel call's rows go in blocks of kDotGateRows from its first
+// row: the first row of a block always tries, the others only where the first was trusted, and such a
+// tensor pays for one attempt in 16 rows. A call's rows are a chunk fixed by the row length, never by the
+// thread count (layer_norm_forward_fast), so each row takes the same path, and gives the same bits, with
+// any number of threads.
 inline constexpr int kDotGateRows = 16;
 struct DotGate {
   int left = 0;       // rows left in the current block
-  bool open = false;  // whether the dot product was trusted on the block's first row
+  bool open = false;  // whether the unshifted sums were trusted on the block's first row
 };
 
 // Row r's statistics for LayerNorm's forward (K, d = mean - K and rstd, as ShiftedRowStatistics gives
-// them): a bf16 row on a CPU with AVX512-BF16 tries the dot product first where the gate lets it (K = 0),
-// the rest are shifted, as are all rows when gate is null. Rows must come in order, each once.
+// them): a bf16 row tries the unshifted sums first where the gate lets it (K = 0), the rest are shifted, as
+// are all rows when gate is null. Rows must come in order, each once.
 template <class D, typename T>
 HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps, DotGate* gate,
                                        hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out,
                                        hn::TFromD<D>& rs_out) {
-#ifdef NG_NORM_BF16_DOT
-  if constexpr (UseBf16Pairs<D, T>() && hn::MaxLanes(D()) == 16) {
+  if constexpr (UseBf16Pairs<D, T>()) {
     if (gate) {
       bool trusted = false;
       if (gate->left == 0) {  // the first row of a block decides for the block
         gate->left = kDotGateRows;
-        trusted = gate->open = Bf16DotRowStatistics(xr, n, eps, dmean_out, rs_out);
+        trusted = gate->open = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
       } else if (gate->open) {
-        trusted = Bf16DotRowStatistics(xr, n, eps, dmean_out, rs_out);
+        trusted = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
       }
       --gate->left;
       if (trusted) {
@@ -421,10 +408,9 @@ HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n,
         return;
       }
     }
+  } else {
+    (void)gate;
   }
-#else
-  (void)gate;
-#endif
   ShiftedRowStatistics(d, xr, n, eps, K_out, dmean_out, rs_out);
 }
 
