@@ -193,11 +193,11 @@ TEST(LayerNorm, Bf16RowsTheUnshiftedSumsCannotTrustAreShifted) {
   //   kind 1: +-2^-70 (1 + k/16) in pairs, mean exactly 0: the squares are f32 denormals (no cancellation,
   //           but 9 significant bits; at this eps the variance is all that sets rstd)
   //   kind 2: randn + 30: mean^2 / var ~ 900
-  // The rows go in the gate's blocks of 16 (DotGate; one block per 16 rows here: rows of 200 and 1000 are
-  // one chunk of 80 rows, and chunks of 16, in layer_norm_forward_fast). Block k < 3 opens with a randn row,
-  // which the unshifted sums take, so that its row 1, of kind k, is tried; block 3 opens with a row of kind
-  // 0, which shuts the gate for its randn rows; block 4 is randn. Every row against the f64 formula on the
-  // same bf16 inputs, on every SIMD target. (Both n leave a tail of 8 values.)
+  // The rows go in the gate's blocks of 16 (UnshiftedGate; one block per 16 rows here: rows of 200 and 1000
+  // are one chunk of 80 rows, and chunks of 16, in layer_norm_forward_fast). Block k < 3 opens with a randn
+  // row, which the unshifted sums take, so that its row 1, of kind k, is tried; block 3 opens with a row of
+  // kind 0, which shuts the gate for its randn rows; block 4 is randn. Every row against the f64 formula on
+  // the same bf16 inputs, on every SIMD target. (Both n leave a tail of 8 values.)
   const double eps = 1e-45;  // (f32: a denormal; lets the tiny row's variance matter)
   const int64_t rows = 80;
   for (int64_t n : {1000, 200}) {

@@ -208,13 +208,13 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // 0.382 -> 0.324 ms, 65536 x 64 0.701 -> 0.637 ms, 8192 x 512 0.310 -> 0.297 ms; bf16 16384 x 256
     // 0.582 -> 0.474 ms, 4096 x 1024 0.396 -> 0.364 ms. With 4 KiB rows (f32 4096 x 1024) it was 4-8% slower.
     //
-    // Only these rows try the unshifted bf16 sums (UnshiftedRowStatistics, DotGate: norm_simd-inl.h).
+    // Only these rows try the unshifted bf16 sums (UnshiftedRowStatistics, UnshiftedGate: norm_simd-inl.h).
     // Measured (Intel Xeon VM, 2 threads, scripts/bench_ab.py --rounds 5, best ms; randn rows): 16384 x 256
     // 0.503 -> 0.400, 4096 x 1024 0.415 -> 0.376. Rows of 8 KiB (1024 x 4096, four per output walk) were
     // level with the first version of it (vdpbf16ps: 0.386 -> 0.386) and keep the shifted statistics. Rows
     // at mean 4, std 1 (--norm-mean 4: every block of 16 rows pays for one refused attempt): 0.503 -> 0.517
     // and 0.421 -> 0.430.
-    DotGate gate;
+    UnshiftedGate gate;
     A K, dm, rs;
     LayerNormRowStatistics(d, x + r * n, n, eps, &gate, K, dm, rs);
     for (; r < r1; ++r) {

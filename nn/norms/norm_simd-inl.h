@@ -324,7 +324,7 @@ HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, d
 // The subtraction cancels in proportion to mean^2 / var (norm_math.h). That is ShiftedRowStatistics with
 // K = 0, and it takes the same check: a row where mean^2 > var / 4 (5 mean^2 > S2 / n) is not trusted and
 // the caller computes it the shifted way, as it does a row whose sums overflowed. Activations entering a
-// LayerNorm usually sit within a fraction of a std of 0; for tensors whose rows do not, see DotGate.
+// LayerNorm usually sit within a fraction of a std of 0; for tensors whose rows do not, see UnshiftedGate.
 //
 // (Stop 26 first summed with AVX512-BF16's vdpbf16ps, 32 values per instruction per sum. On the Intel Xeon
 // VM the instruction turned out to hold both vector ports for about two cycles, the price of four FMAs: a
@@ -375,13 +375,13 @@ HWY_INLINE bool UnshiftedRowStatistics(D d, const hwy::bfloat16_t* HWY_RESTRICT 
 
 // Which bf16 rows try the unshifted sums. A tensor whose rows sit far from 0 would pay for a refused attempt
 // on every row (measured with the first version, which summed with vdpbf16ps: 20-37% slower than the
-// shifted path alone at mean 4, std 1). So a kernel call's rows go in blocks of kDotGateRows from its first
-// row: the first row of a block always tries, the others only where the first was trusted, and such a
+// shifted path alone at mean 4, std 1). So a kernel call's rows go in blocks of kUnshiftedGateRows from its
+// first row: the first row of a block always tries, the others only where the first was trusted, and such a
 // tensor pays for one attempt in 16 rows. A call's rows are a chunk fixed by the row length, never by the
 // thread count (layer_norm_forward_fast), so each row takes the same path, and gives the same bits, with
 // any number of threads.
-inline constexpr int kDotGateRows = 16;
-struct DotGate {
+inline constexpr int kUnshiftedGateRows = 16;
+struct UnshiftedGate {
   int left = 0;       // rows left in the current block
   bool open = false;  // whether the unshifted sums were trusted on the block's first row
 };
@@ -390,14 +390,14 @@ struct DotGate {
 // them): a bf16 row tries the unshifted sums first where the gate lets it (K = 0), the rest are shifted, as
 // are all rows when gate is null. Rows must come in order, each once.
 template <class D, typename T>
-HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps, DotGate* gate,
-                                       hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out,
+HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
+                                       UnshiftedGate* gate, hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out,
                                        hn::TFromD<D>& rs_out) {
   if constexpr (UseBf16Pairs<D, T>()) {
     if (gate) {
       bool trusted = false;
       if (gate->left == 0) {  // the first row of a block decides for the block
-        gate->left = kDotGateRows;
+        gate->left = kUnshiftedGateRows;
         trusted = gate->open = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
       } else if (gate->open) {
         trusted = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
