@@ -15,10 +15,10 @@ agree across the alternation. Every before/after in docs/performance.md since 20
 Entries are those of normgrad_bench --filter (comma-separated substrings); only rows at --threads count.
 """
 import argparse
-import shlex
 import collections
 import json
 import os
+import shlex
 import subprocess
 import sys
 

@@ -175,7 +175,7 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
   for (int64_t r = r0; r < r1; r += kRows) {
     A K[kRows], dm[kRows], rs[kRows];
     for (int k = 0; k < kRows; ++k) {
-      LayerNormRowStatistics(d, x + (r + k) * n, n, eps, nullptr, K[k], dm[k], rs[k]);
+      ShiftedRowStatistics(d, x + (r + k) * n, n, eps, K[k], dm[k], rs[k]);
       mean[r + k] = K[k] + dm[k];
       rstd[r + k] = rs[k];
     }
@@ -216,10 +216,10 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // and 0.421 -> 0.430.
     UnshiftedGate gate;
     A K, dm, rs;
-    LayerNormRowStatistics(d, x + r * n, n, eps, &gate, K, dm, rs);
+    LayerNormRowStatistics(d, x + r * n, n, eps, gate, K, dm, rs);
     for (; r < r1; ++r) {
       A K_next = 0, dm_next = 0, rs_next = 0;
-      if (r + 1 < r1) LayerNormRowStatistics(d, x + (r + 1) * n, n, eps, &gate, K_next, dm_next, rs_next);
+      if (r + 1 < r1) LayerNormRowStatistics(d, x + (r + 1) * n, n, eps, gate, K_next, dm_next, rs_next);
       mean[r] = K + dm;
       rstd[r] = rs;
       LayerNormOutput<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);
@@ -229,7 +229,7 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   }
   for (; r < r1; ++r) {
     A K, dm, rs;
-    LayerNormRowStatistics(d, x + r * n, n, eps, nullptr, K, dm, rs);
+    ShiftedRowStatistics(d, x + r * n, n, eps, K, dm, rs);
     mean[r] = K + dm;
     rstd[r] = rs;
     LayerNormOutput<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);

@@ -236,6 +236,55 @@ HWY_INLINE hn::TFromD<D> ReduceSum(D d, hn::Vec<D> v) {
   return hn::GetLane(hn::SumOfLanes(d, v));
 }
 
+// The sums over the n values at xr of c = x - K and c^2 (kShift), or of x and x^2 (!kShift: vK unused):
+// four accumulators each, so that consecutive adds do not wait for each other. bf16 rows load in pairs
+// (LoadBf16Pairs: the same sums in another order). The pass 1 of ShiftedRowStatistics and
+// UnshiftedRowStatistics.
+template <bool kShift, class D, typename T>
+HWY_INLINE void RowMomentSums(D d, const T* HWY_RESTRICT xr, int64_t n, hn::Vec<D> vK, hn::TFromD<D>& s1_out,
+                              hn::TFromD<D>& s2_out) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
+  const size_t rest = size_t(n - n_main);
+  auto centre = [&](hn::Vec<D> v) HWY_ATTR { return kShift ? hn::Sub(v, vK) : v; };
+  auto s1a = hn::Zero(d), s1b = hn::Zero(d), s1c = hn::Zero(d), s1d = hn::Zero(d);
+  auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * L <= n_main; i += 4 * L) {
+    hn::Vec<D> v0, v1, v2, v3;
+    if constexpr (UseBf16Pairs<D, T>()) {  // (the same sums in another order: see LoadBf16Pairs)
+      LoadBf16Pairs(d, xr + i, v0, v1);
+      LoadBf16Pairs(d, xr + i + 2 * L, v2, v3);
+    } else {
+      v0 = LoadAs(d, xr + i);
+      v1 = LoadAs(d, xr + i + L);
+      v2 = LoadAs(d, xr + i + 2 * L);
+      v3 = LoadAs(d, xr + i + 3 * L);
+    }
+    const auto c0 = centre(v0), c1 = centre(v1), c2 = centre(v2), c3 = centre(v3);
+    s1a = hn::Add(s1a, c0);
+    s1b = hn::Add(s1b, c1);
+    s1c = hn::Add(s1c, c2);
+    s1d = hn::Add(s1d, c3);
+    s2a = hn::MulAdd(c0, c0, s2a);
+    s2b = hn::MulAdd(c1, c1, s2b);
+    s2c = hn::MulAdd(c2, c2, s2c);
+    s2d = hn::MulAdd(c3, c3, s2d);
+  }
+  for (; i < n_main; i += L) {
+    const auto c = centre(LoadAs(d, xr + i));
+    s1a = hn::Add(s1a, c);
+    s2a = hn::MulAdd(c, c, s2a);
+  }
+  if (rest) {  // zero-padded; the padding minus K is masked back to 0
+    const auto c = hn::IfThenElseZero(hn::FirstN(d, rest), centre(Tail<D, T>(xr + n_main, rest).load(d)));
+    s1a = hn::Add(s1a, c);
+    s2a = hn::MulAdd(c, c, s2a);
+  }
+  s1_out = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d)));
+  s2_out = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d)));
+}
+
 // The statistics of the n contiguous values at xr, as LayerNorm's forward computes them (layer_norm.cpp,
 // section 3, says why this is safe): one pass for s1 = sum (x - K) and s2 = sum (x - K)^2, K = the mean of
 // the first vector of values, then var = s2 / n - d^2, checked, with a centred second pass where K sits far
@@ -254,43 +303,11 @@ HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, d
   const A K = ReduceSum(d, first) / A(std::min<int64_t>(n, L));
   const auto vK = hn::Set(d, K);
 
-  // pass 1: s1 = sum (x - K), s2 = sum (x - K)^2, four accumulators each
-  auto s1a = hn::Zero(d), s1b = hn::Zero(d), s1c = hn::Zero(d), s1d = hn::Zero(d);
-  auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 4 * L <= n_main; i += 4 * L) {
-    hn::Vec<D> v0, v1, v2, v3;
-    if constexpr (UseBf16Pairs<D, T>()) {  // (the same sums in another order: see LoadBf16Pairs)
-      LoadBf16Pairs(d, xr + i, v0, v1);
-      LoadBf16Pairs(d, xr + i + 2 * L, v2, v3);
-    } else {
-      v0 = LoadAs(d, xr + i);
-      v1 = LoadAs(d, xr + i + L);
-      v2 = LoadAs(d, xr + i + 2 * L);
-      v3 = LoadAs(d, xr + i + 3 * L);
-    }
-    const auto c0 = hn::Sub(v0, vK), c1 = hn::Sub(v1, vK), c2 = hn::Sub(v2, vK), c3 = hn::Sub(v3, vK);
-    s1a = hn::Add(s1a, c0);
-    s1b = hn::Add(s1b, c1);
-    s1c = hn::Add(s1c, c2);
-    s1d = hn::Add(s1d, c3);
-    s2a = hn::MulAdd(c0, c0, s2a);
-    s2b = hn::MulAdd(c1, c1, s2b);
-    s2c = hn::MulAdd(c2, c2, s2c);
-    s2d = hn::MulAdd(c3, c3, s2d);
-  }
-  for (; i < n_main; i += L) {
-    const auto c = hn::Sub(LoadAs(d, xr + i), vK);
-    s1a = hn::Add(s1a, c);
-    s2a = hn::MulAdd(c, c, s2a);
-  }
-  if (rest) {
-    const auto c = hn::IfThenElseZero(tail_mask, hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK));
-    s1a = hn::Add(s1a, c);
-    s2a = hn::MulAdd(c, c, s2a);
-  }
-  const A dmean = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d))) / A(n);
-  const A m2 = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d))) / A(n);
+  // pass 1: s1 = sum (x - K), s2 = sum (x - K)^2
+  A s1, s2;
+  RowMomentSums<true>(d, xr, n, vK, s1, s2);
+  const A dmean = s1 / A(n);
+  const A m2 = s2 / A(n);
   A var = m2 - dmean * dmean;
 
   // The check: K far from the mean (d^2 > var / 4, i.e. d^2 > m2 / 5) -> centred second pass from cache.
@@ -335,37 +352,9 @@ template <class D>
 HWY_INLINE bool UnshiftedRowStatistics(D d, const hwy::bfloat16_t* HWY_RESTRICT xr, int64_t n, double eps,
                                        hn::TFromD<D>& mean_out, hn::TFromD<D>& rs_out) {
   using A = hn::TFromD<D>;
-  const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
-  const size_t rest = size_t(n - n_main);
-  auto s1a = hn::Zero(d), s1b = hn::Zero(d), s1c = hn::Zero(d), s1d = hn::Zero(d);
-  auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 4 * L <= n_main; i += 4 * L) {  // (the values in another order: see LoadBf16Pairs)
-    hn::Vec<D> v0, v1, v2, v3;
-    LoadBf16Pairs(d, xr + i, v0, v1);
-    LoadBf16Pairs(d, xr + i + 2 * L, v2, v3);
-    s1a = hn::Add(s1a, v0);
-    s1b = hn::Add(s1b, v1);
-    s1c = hn::Add(s1c, v2);
-    s1d = hn::Add(s1d, v3);
-    s2a = hn::MulAdd(v0, v0, s2a);
-    s2b = hn::MulAdd(v1, v1, s2b);
-    s2c = hn::MulAdd(v2, v2, s2c);
-    s2d = hn::MulAdd(v3, v3, s2d);
-  }
-  for (; i < n_main; i += L) {
-    const auto v = LoadAs(d, xr + i);
-    s1a = hn::Add(s1a, v);
-    s2a = hn::MulAdd(v, v, s2a);
-  }
-  if (rest) {  // zero-padded: adds nothing to either sum
-    const auto v = Tail<D, hwy::bfloat16_t>(xr + n_main, rest).load(d);
-    s1a = hn::Add(s1a, v);
-    s2a = hn::MulAdd(v, v, s2a);
-  }
-  const A mean = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d))) / A(n);
-  const A m2 = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d))) / A(n);
+  A S1, S2;
+  RowMomentSums<false>(d, xr, n, hn::Zero(d), S1, S2);
+  const A mean = S1 / A(n), m2 = S2 / A(n);
   const A var = m2 - mean * mean;
   if (!std::isfinite(var) || mean * mean * A(5) > m2) return false;
   mean_out = mean;
@@ -386,27 +375,25 @@ struct UnshiftedGate {
   bool open = false;  // whether the unshifted sums were trusted on the block's first row
 };
 
-// Row r's statistics for LayerNorm's forward (K, d = mean - K and rstd, as ShiftedRowStatistics gives
-// them): a bf16 row tries the unshifted sums first where the gate lets it (K = 0), the rest are shifted, as
-// are all rows when gate is null. Rows must come in order, each once.
+// A short row's statistics for LayerNorm's forward (K, d = mean - K and rstd, as ShiftedRowStatistics gives
+// them): a bf16 row tries the unshifted sums first where the gate lets it (K = 0); other rows, and the rows
+// refused, are shifted. The rows of a kernel call must come in order, each once.
 template <class D, typename T>
 HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
-                                       UnshiftedGate* gate, hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out,
+                                       UnshiftedGate& gate, hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out,
                                        hn::TFromD<D>& rs_out) {
   if constexpr (UseBf16Pairs<D, T>()) {
-    if (gate) {
-      bool trusted = false;
-      if (gate->left == 0) {  // the first row of a block decides for the block
-        gate->left = kUnshiftedGateRows;
-        trusted = gate->open = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
-      } else if (gate->open) {
-        trusted = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
-      }
-      --gate->left;
-      if (trusted) {
-        K_out = 0;
-        return;
-      }
+    bool trusted = false;
+    if (gate.left == 0) {  // the first row of a block decides for the block
+      gate.left = kUnshiftedGateRows;
+      trusted = gate.open = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
+    } else if (gate.open) {
+      trusted = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
+    }
+    --gate.left;
+    if (trusted) {
+      K_out = 0;
+      return;
     }
   } else {
     (void)gate;
