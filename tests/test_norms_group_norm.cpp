@@ -259,6 +259,98 @@ TEST(GroupNorm, UnrepresentativeGroupStartsTakeTheCentredPath) {
   EXPECT_GE(targets, 1);
 }
 
+// bf16 (N, C) inputs whose groups tile the pairs of values (section 3c of group_norm.cpp: m = 2 ... 2L or a
+// multiple of 2L, up to 2048) take the pairs path: one-pass statistics about each group's first value with a
+// check, and stores that put each pair back in place. Against the f64 formula on the same bf16 inputs, on
+// every SIMD target (L = 4, 8, 16 give different batches), with last batches of fewer groups, and groups
+// made to fail the check:
+//   - sample 1, group 0: a first value 1e4 above the rest (the shift is far from the mean: the check
+//     should pass it (d^2 <= 32 var) for m <= 32, and send it to the centred pass above);
+//   - sample 1, group 1 (m >= 4): +-A with the first value -A, where the shifted sum of squares, 2 A^2 m,
+//     overflows f32 and the centred one, A^2 m, does not;
+//   - sample 2, group 0: constant (var 0: y = b exactly).
+// Sample 0 has weights of 1e-39 on its first channels in a second run, so that y is an f32 subnormal: the
+// AVX-512 store must not flush it (StoreBf16Interleaved falls back to rounding by hand).
+TEST(GroupNorm, Bf16PairsMatchF64) {
+  struct Case {
+    int64_t N, C, G;
+  };
+  const std::vector<Case> cases = {{5, 64, 32},  {3, 64, 16}, {7, 256, 32}, {5, 128, 8},   {3, 96, 3},
+                                   {5, 640, 10}, {3, 512, 4}, {2, 4096, 2}, {9, 1024, 32}, {4, 2048, 16}};
+  for (const Case& c : cases) {
+    const int64_t N = c.N, C = c.C, G = c.G, m = C / G;
+    Generator gen(uint64_t(N * C + G));
+    std::vector<double> xs = randn({N * C}, gen, DType::f64).to_vector<double>();
+    if (N > 2) {
+      xs[size_t(C)] += 1e4;  // sample 1, group 0
+      // (A^2 m = 2.5e38: the centred sum of squares A^2 m fits f32, the shifted one, 2 A^2 m, does not)
+      const double A = std::sqrt(2.5e38 / double(m));
+      if (m >= 4)
+        for (int64_t i = 0; i < m; ++i) xs[size_t(C + m + i)] = (i % 2 == 0 ? -A : A);
+      for (int64_t i = 0; i < m; ++i) xs[size_t(2 * C + i)] = 0.75;  // sample 2, group 0
+    }
+    const Tensor x = from_vector(xs, {N, C}).to(DType::bf16);
+    const std::vector<double> xv = x.to_vector<double>();  // the bf16 inputs, in f64
+    for (bool tiny : {false, true}) {
+      std::vector<double> wv = randn({C}, gen, DType::f64, 1.0, 0.5).to_vector<double>();
+      std::vector<double> bv = randn({C}, gen, DType::f64).to_vector<double>();
+      if (tiny)
+        for (int64_t k = 0; k < std::min<int64_t>(C, 64); ++k) wv[size_t(k)] = 1e-39, bv[size_t(k)] = 0.0;
+      const Tensor w = from_vector(wv, {C}), b = from_vector(bv, {C});  // f32
+      const std::vector<double> wf = w.to_vector<double>(), bf = b.to_vector<double>();
+      const std::vector<double> b_bf16 = b.to(DType::bf16).to_vector<double>();
+      // the f64 formula
+      std::vector<double> ey(size_t(N * C)), eterms(size_t(N * C)), emean(size_t(N * G)),
+          erstd(size_t(N * G)), emax(size_t(N * G));
+      for (int64_t r = 0; r < N * G; ++r) {
+        double s = 0, q = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          s += xv[size_t(r * m + i)];
+          emax[size_t(r)] = std::max(emax[size_t(r)], std::abs(xv[size_t(r * m + i)]));
+        }
+        const double mu = s / double(m);
+        for (int64_t i = 0; i < m; ++i) q += (xv[size_t(r * m + i)] - mu) * (xv[size_t(r * m + i)] - mu);
+        const double rs = 1.0 / std::sqrt(q / double(m) + 1e-5);
+        emean[size_t(r)] = mu, erstd[size_t(r)] = rs;
+        for (int64_t i = 0; i < m; ++i) {
+          const int64_t ch = (r % G) * m + i;
+          const double t = (xv[size_t(r * m + i)] - mu) * rs * wf[size_t(ch)];
+          ey[size_t(r * m + i)] = t + bf[size_t(ch)];
+          eterms[size_t(r * m + i)] = std::abs(t) + std::abs(bf[size_t(ch)]);
+        }
+      }
+      const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                               " G=" + std::to_string(G) + (tiny ? " tiny w" : "");
+      const int targets = for_each_target([&] {
+        auto s = norms::group_norm_forward(x, N, C, 1, G, w, b, 1e-5, norms::Impl::fast);
+        const std::vector<double> y = s.y.to_vector<double>(), mu = s.mean.to_vector<double>(),
+                                  rs = s.rstd.to_vector<double>();
+        int bad = 0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          // bf16 keeps 8 bits: half an ulp is 2^-9 of the value; its subnormals are multiples of 2^-133;
+          // plus the f32 arithmetic's own error, in proportion to the terms |xhat w| + |b| (rstd's, below,
+          // included)
+          const double e = ey[i];
+          if (!(std::abs(y[i] - e) <= std::abs(e) * 0x1p-8 + 2e-5 * eterms[i] + 0x1p-133)) ++bad;
+          if (tiny && std::abs(e) >= 0x1p-133 && y[i] == 0) ++bad;  // a flushed subnormal
+        }
+        EXPECT_EQ(bad, 0) << what;
+        for (int64_t r = 0; r < N * G; ++r) {
+          // (the mean in f32 is good to a few ulp of the group's largest value; the one-pass variance, to
+          // (1 + 2 d^2 / var) times the sums' rounding, with d^2 / var <= 32 where it is used: ~4e-5 at
+          // worst for m = 2048, so rstd to 2e-5)
+          EXPECT_NEAR(mu[size_t(r)], emean[size_t(r)], 4e-7 * std::max(1.0, emax[size_t(r)]))
+              << what << " group " << r;
+          EXPECT_NEAR(rs[size_t(r)], erstd[size_t(r)], 2e-5 * erstd[size_t(r)]) << what << " group " << r;
+        }
+        if (N > 2)  // the constant group: b, rounded to bf16
+          for (int64_t i = 0; i < m; ++i) EXPECT_EQ(y[size_t(2 * C + i)], b_bf16[size_t(i)]) << what;
+      });
+      EXPECT_GE(targets, 1);
+    }
+  }
+}
+
 TEST(GroupNorm, LargeMeanSmallStdBackwardIsRightInF32) {
   // Groups with mean 1e4 and std 1e-2 in f32 through the backward, against the backward done in f64 on the
   // same f32 inputs. As in LayerNorm's test of the same name: a mean rounded to f32 is off by up to

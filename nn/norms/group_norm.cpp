@@ -37,6 +37,8 @@
 #include "tensor/ops/elementwise.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <vector>
 
 #if HWY_ONCE
@@ -717,6 +719,344 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
   }
 }
 
+// ---- 3c. The (N, C) fast path for bf16: the values in pairs ----------------------------------------------
+//
+// The bf16 forward of 3b measured no faster than the f32 one (4096 x 1024, 2 threads: 0.62 against 0.64 ms),
+// for half the bytes: 13 cycles per 16 values, bound by the work per value, not by memory. Per 16 values it
+// converted x twice (two shuffles and two shifts), subtracted the shift, stored and reloaded c twice
+// (passes 1 and 2), and reduced each group twice, the second reduction waiting for the first. This path
+// spends less per value:
+//   - x is loaded in pairs (LoadBf16Pairs): one load and two bit operations give 32 values as two vectors,
+//     the even-indexed values (lo) and the odd-indexed ones (hi). A group of m consecutive values then sits
+//     in m/2 consecutive lanes of lo and the same lanes of hi, so the groups keep their order, and a group's
+//     sums are its lanes' sums, lo and hi added together;
+//   - the statistics take one pass, LayerNorm's shifted one: s1 = sum (x - K), s2 = sum (x - K)^2 with K the
+//     group's first value, var = s2 / m - d^2 (d = s1 / m), and a centred second pass over c = x - K for a
+//     batch where a group fails the check (5 d^2 > s2 / m, or a sum overflowed: ShiftedRowStatistics in
+//     norm_simd-inl.h says why). Both sums of L groups go through SumRuns side by side;
+//   - the output is computed in the same order, y = fma(fma(c, rstd, -d rstd), w, b), with w and b laid out
+//     in pairs once per call (PairLayout: within each block of 2L channels the even channels, then the odd
+//     ones), and stored by StoreBf16Interleaved (half-inl.h), which puts each pair back in place.
+// c = x - K waits for the output in a buffer in L1 (2 KiB to 8 KiB), so x is converted once.
+// Groups of m < 2L values (m = 2, 4, 8, 16 on AVX-512): a batch is m/2 loads of 2L/m groups each (L groups),
+// the lane permutes of 3b (GroupLanes, with runs of m/2 lanes). m >= 2L: a batch is up to L groups of m/(2L)
+// loads, reduced as 3b's large groups are.
+
+// The check of the one-pass variance: trusted where var * kPairTrust >= d^2 (see above).
+constexpr float kPairTrust = 32.0f;
+
+// How far ahead (in values) pass 1 asks for x.
+constexpr int64_t kPairAhead = 1024;
+
+// The largest group the pairs path takes (its batch buffer holds max(m, 2048) floats).
+constexpr int64_t kMaxPairGroup = 2048;
+
+// The f32 lane count L of the pairs path for bf16 x of shape (N, C) with G groups on this target, or 0 where
+// it does not apply: m = C / G even, at most kMaxPairGroup, and either a multiple of 2L or a divisor of 2L
+// with C a multiple of 2L (a load of 2L values never straddles two samples).
+template <typename T>
+int64_t GroupNormPairLanes(int64_t C, int64_t S, int64_t G) {
+#if HWY_TARGET == HWY_SCALAR || (defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+  (void)C, (void)S, (void)G;
+  return 0;
+#else
+  using D = hn::ScalableTag<AccT<T>>;
+  if constexpr (!UseBf16Pairs<D, T>()) {
+    (void)C, (void)S, (void)G;
+    return 0;
+  } else {
+    const int64_t L = int64_t(hn::Lanes(D())), P = 2 * L, m = C / G;
+    if (S != 1 || L > 16 || C % G != 0 || m < 2 || m % 2 != 0 || m > kMaxPairGroup || C % P != 0) return 0;
+    return m % P == 0 || P % m == 0 ? L : 0;
+  }
+#endif
+}
+
+// 1 / sqrt(v) for v > 0 (and 0 for v = inf, as Div(1, Sqrt(v)) gives): the CPU's estimate (vrsqrt14ps on
+// AVX-512: 14 bits) and one Newton step,
+//   r1 = r0 (3/2 - (v/2) r0^2),
+// which squares the relative error (to ~2^-27, below the rounding of the step itself: within 2 ulp of the
+// correctly rounded value). Why not Div(1, Sqrt(v)): on the Xeon the two take ~22 cycles of the divider per
+// vector (512-bit vsqrtps and vdivps each hold it ~10 cycles), as much as a batch of 128 values' other work.
+template <class D>
+HWY_INLINE hn::Vec<D> RsqrtNewton(D d, hn::Vec<D> v) {
+  const auto r0 = hn::ApproximateReciprocalSqrt(v);
+  const auto half_v = hn::Mul(v, hn::Set(d, 0.5f));
+  const auto r1 = hn::Mul(r0, hn::NegMulAdd(half_v, hn::Mul(r0, r0), hn::Set(d, 1.5f)));
+  return hn::IfThenZeroElse(hn::IsInf(v), r1);  // 1 / sqrt(inf) = 0 (the step would make it inf * 0 = NaN)
+}
+
+// (the lambdas of the kernels below are large, and GCC called them out of line, each call behind a
+// vzeroupper: 20% slower)
+#define NG_ALWAYS_INLINE __attribute__((always_inline))
+
+// The statistics of a batch, lane q for its group q (nb groups from group r, the first at channel ch).
+template <class D>
+struct PairBatch {
+  int64_t r = 0, nb = 0, ch = 0;
+  hn::Vec<D> vmean, vrs, vdr;  // mean = K + d, rstd, -d * rstd
+};
+
+// rstd and -d * rstd from a batch's d and m2 (the mean of c^2), lane by lane, after the check (see above):
+// where var = m2 - d^2 is not trusted, centred(vd) gives the mean of (c - d)^2 instead.
+template <class D, class Centred>
+HWY_INLINE void PairStatistics(D d, hn::Vec<D> vd, hn::Vec<D> m2, double eps, const Centred& centred,
+                               hn::Vec<D>& vrs, hn::Vec<D>& vdr) {
+  auto var = hn::NegMulAdd(vd, vd, m2);
+  // (lanes without a group hold zeros, which pass)
+  const auto bad =
+      hn::Or(hn::Lt(hn::Mul(var, hn::Set(d, kPairTrust)), hn::Mul(vd, vd)), hn::Not(hn::IsFinite(var)));
+  if (HWY_UNLIKELY(!hn::AllFalse(d, bad))) var = hn::IfThenElse(bad, centred(vd), var);
+  vrs = RsqrtNewton(d, hn::Add(hn::Max(var, hn::Zero(d)), hn::Set(d, float(eps))));
+  vdr = hn::Neg(hn::Mul(vd, vrs));
+}
+
+// y = fma(fma(c, rstd, -d rstd), w, b) for the 2L values of c at cb (lo, then hi) whose first channel is ch,
+// stored in place at y
+template <class D>
+HWY_INLINE void PairOutput(D d, const float* HWY_RESTRICT cb, hn::Vec<D> rs, hn::Vec<D> dr,
+                           const float* HWY_RESTRICT wp, const float* HWY_RESTRICT bp, int64_t ch,
+                           hwy::bfloat16_t* HWY_RESTRICT y) {
+  const size_t L = hn::Lanes(d);
+  const auto y0 =
+      hn::MulAdd(hn::MulAdd(hn::Load(d, cb), rs, dr), hn::LoadU(d, wp + ch), hn::LoadU(d, bp + ch));
+  const auto y1 = hn::MulAdd(hn::MulAdd(hn::Load(d, cb + L), rs, dr), hn::LoadU(d, wp + ch + L),
+                             hn::LoadU(d, bp + ch + L));
+  ng::simd::HWY_NAMESPACE::StoreBf16Interleaved(d, y0, y1, y);
+}
+
+// Both kernels below work one batch ahead: the statistics of batch t + 1 (pass 1, the reductions, the square
+// root) come before the output of batch t in program order, each batch's c in its own half of cb. Why: a
+// batch's statistics are a chain of ~60-90 cycles (the reductions' permutes and adds, the check, the
+// reciprocal square root) that its output must wait for; written in order, the core ran out of independent
+// work before the chain ended (measured in docs/performance.md, "stop 27").
+
+// m < 2L (W = m / 2 lanes of lo and of hi per group): groups [r0, r1); a batch is W loads of 2L values, L
+// groups; c = x - K waits in cb.
+template <int W>
+void ForwardPairsSmall(const hwy::bfloat16_t* HWY_RESTRICT x, const float* HWY_RESTRICT wp,
+                       const float* HWY_RESTRICT bp, hwy::bfloat16_t* HWY_RESTRICT y,
+                       float* HWY_RESTRICT mean, float* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t C,
+                       int64_t G, double eps) {
+  using D = hn::ScalableTag<float>;
+  const D d;
+  constexpr int64_t m = 2 * W;
+  constexpr size_t kBatch = 2 * W * hn::MaxLanes(D());  // floats of c per batch
+  const int64_t L = int64_t(hn::Lanes(d)), P = 2 * L;
+  const auto inv_m = hn::Set(d, 1.0f / float(m));
+  const GroupLanes<D> lanes(d, W);  // runs of W lanes: a group's lanes in lo and in hi
+  HWY_ALIGN float cbuf[2 * kBatch];
+  const hwy::bfloat16_t* x_end = x + r1 * m;
+
+  // pass 1 and the statistics of the batch from group r (channel ch), c into cb
+  auto stats = [&](int64_t r, int64_t ch, float* HWY_RESTRICT cb,
+                   PairBatch<D>& bt) HWY_ATTR NG_ALWAYS_INLINE {
+    const int64_t nb = std::min(L, r1 - r), nv = nb * W / L;  // groups, loads
+    const hwy::bfloat16_t* HWY_RESTRICT xb = x + r * m;
+    // c = x - K (K: the group's first value, lane by lane), its sum and its sum of squares
+    hn::Vec<D> s1[W], s2[W], k[W];
+    HWY_UNROLL(8)
+    for (int j = 0; j < W; ++j) {
+      if (j < nv) {
+        PrefetchAhead<kPairAhead>(xb + j * P, x_end);
+        hn::Vec<D> lo, hi;
+        LoadBf16Pairs(d, xb + j * P, lo, hi);
+        k[j] = hn::TableLookupLanes(lo, lanes.first);  // (lo's lane i/W*W: the group's value 0)
+        const auto c0 = hn::Sub(lo, k[j]), c1 = hn::Sub(hi, k[j]);
+        hn::Store(c0, d, cb + j * P);
+        hn::Store(c1, d, cb + j * P + L);
+        s1[j] = hn::Add(c0, c1);
+        s2[j] = hn::MulAdd(c0, c0, hn::Mul(c1, c1));
+      } else {
+        s1[j] = s2[j] = k[j] = hn::Zero(d);
+      }
+    }
+    const auto vK = FirstOfRuns<W>(d, k);               // lane q: group q's K
+    const auto vd = hn::Mul(SumRuns<W>(d, s1), inv_m);  // lane q: group q's d = mean - K
+    const auto m2 = hn::Mul(SumRuns<W>(d, s2), inv_m);  // ... and the mean of c^2
+    auto centred = [&lanes, cb, nv, d, P, L, inv_m](hn::Vec<D> dv) HWY_ATTR {
+      hn::Vec<D> t[W];
+      HWY_UNROLL(8)
+      for (int j = 0; j < W; ++j) {
+        t[j] = hn::Zero(d);
+        if (j < nv) {
+          const auto dj = hn::TableLookupLanes(dv, lanes.spread[j]);
+          const auto c0 = hn::Sub(hn::Load(d, cb + j * P), dj), c1 = hn::Sub(hn::Load(d, cb + j * P + L), dj);
+          t[j] = hn::MulAdd(c0, c0, hn::Mul(c1, c1));
+        }
+      }
+      return hn::Mul(SumRuns<W>(d, t), inv_m);
+    };
+    bt.r = r, bt.nb = nb, bt.ch = ch;
+    bt.vmean = hn::Add(vK, vd);
+    PairStatistics(d, vd, m2, eps, centred, bt.vrs, bt.vdr);
+  };
+  // pass 2 of a batch whose c is in cb: y, mean and rstd
+  auto output = [&](const PairBatch<D>& bt, const float* HWY_RESTRICT cb) HWY_ATTR NG_ALWAYS_INLINE {
+    const int64_t nv = bt.nb * W / L;
+    hwy::bfloat16_t* HWY_RESTRICT yb = y + bt.r * m;
+    int64_t ch = bt.ch;
+    for (int64_t j = 0; j < nv; ++j, ch = NextChannel(ch, P, C)) {
+      PairOutput(d, cb + j * P, hn::TableLookupLanes(bt.vrs, lanes.spread[j]),
+                 hn::TableLookupLanes(bt.vdr, lanes.spread[j]), wp, bp, ch, yb + j * P);
+    }
+    StoreAN(d, bt.vmean, mean + bt.r, size_t(bt.nb));
+    StoreAN(d, bt.vrs, rstd + bt.r, size_t(bt.nb));
+    return ch;  // the next batch's channel
+  };
+
+  if (r0 >= r1) return;
+  PairBatch<D> cur, next;
+  stats(r0, r0 % G * m, cbuf, cur);
+  for (int64_t t = 0;; ++t) {
+    float* HWY_RESTRICT cb = cbuf + (t % 2) * kBatch;
+    const int64_t r = cur.r + L;
+    const bool more = r < r1;
+    if (more) stats(r, (cur.ch + int64_t(W) * P) % C, cbuf + ((t + 1) % 2) * kBatch, next);
+    output(cur, cb);
+    if (!more) break;
+    cur = next;
+  }
+}
+
+// m >= 2L (kV = m / (2L) loads per group, or 0: read at run time, see WithVectorsPerGroup): groups
+// [r0, r1); a batch is up to L groups (at most 2048 values), their two sums through red1 and red2.
+template <int kV>
+void ForwardPairsLarge(const hwy::bfloat16_t* HWY_RESTRICT x, const float* HWY_RESTRICT wp,
+                       const float* HWY_RESTRICT bp, hwy::bfloat16_t* HWY_RESTRICT y,
+                       float* HWY_RESTRICT mean, float* HWY_RESTRICT rstd, int64_t r0, int64_t r1, int64_t C,
+                       int64_t G, double eps) {
+  using D = hn::ScalableTag<float>;
+  const D d;
+  constexpr int kL = int(hn::MaxLanes(D()));
+  const int64_t L = int64_t(hn::Lanes(d)), P = 2 * L, m = C / G, V = kV ? kV : m / P;
+  const int64_t B = std::clamp<int64_t>(2048 / m, 1, L);  // groups per batch
+  const auto inv_m = hn::Set(d, 1.0f / float(m));
+  HWY_ALIGN float cbuf[2 * kMaxPairGroup];  // two batches' c = x - K, B * m <= 2048 values each
+  HWY_ALIGN float red1[kL * kL], red2[kL * kL], ks[kL], rb[2][kL], drb[2][kL];
+  for (int64_t q = 0; q < kL * kL; ++q) red1[q] = red2[q] = 0.0f;  // (lanes past B stay 0)
+  const hwy::bfloat16_t* x_end = x + r1 * m;
+
+  // pass 1 and the statistics of the batch from group r (channel ch), c into cb; rstd and -d rstd also
+  // into rsb and drsb (pass 2 broadcasts them group by group)
+  auto stats = [&](int64_t r, int64_t ch, float* HWY_RESTRICT cb, float* HWY_RESTRICT rsb,
+                   float* HWY_RESTRICT drsb, PairBatch<D>& bt) HWY_ATTR NG_ALWAYS_INLINE {
+    const int64_t nb = std::min(B, r1 - r);
+    for (int64_t q = nb; q < B; ++q) {  // a last, short batch: its unused lanes back to 0
+      hn::Store(hn::Zero(d), d, red1 + q * L);
+      hn::Store(hn::Zero(d), d, red2 + q * L);
+    }
+    // per group, c = x - K, summed (and squared and summed) into one vector each
+    for (int64_t q = 0; q < nb; ++q) {
+      const hwy::bfloat16_t* HWY_RESTRICT xg = x + (r + q) * m;
+      float* HWY_RESTRICT cg = cb + q * m;
+      uint16_t k16;
+      std::memcpy(&k16, xg, sizeof(k16));
+      const float K = std::bit_cast<float>(uint32_t(k16) << 16);  // the group's first value
+      const auto vK = hn::Set(d, K);
+      ks[q] = K;
+      auto a1 = hn::Zero(d), a2 = hn::Zero(d);
+      for (int64_t j = 0; j < V; ++j) {
+        PrefetchAhead<kPairAhead>(xg + j * P, x_end);
+        hn::Vec<D> lo, hi;
+        LoadBf16Pairs(d, xg + j * P, lo, hi);
+        const auto c0 = hn::Sub(lo, vK), c1 = hn::Sub(hi, vK);
+        hn::Store(c0, d, cg + j * P);
+        hn::Store(c1, d, cg + j * P + L);
+        a1 = hn::Add(a1, hn::Add(c0, c1));
+        a2 = hn::MulAdd(c0, c0, hn::MulAdd(c1, c1, a2));
+      }
+      hn::Store(a1, d, red1 + q * L);
+      hn::Store(a2, d, red2 + q * L);
+    }
+    const auto vd = hn::Mul(SumRunsAt<kL>(d, red1), inv_m);  // lane q: group q's d = mean - K
+    const auto m2 = hn::Mul(SumRunsAt<kL>(d, red2), inv_m);
+    auto centred = [&](hn::Vec<D> dv) HWY_ATTR {
+      hn::Store(dv, d, drsb);
+      for (int64_t q = 0; q < nb; ++q) {
+        const auto dq = hn::Set(d, drsb[q]);
+        auto a2 = hn::Zero(d);
+        for (int64_t j = 0; j < 2 * V; ++j) {
+          const auto c = hn::Sub(hn::Load(d, cb + q * m + j * L), dq);
+          a2 = hn::MulAdd(c, c, a2);
+        }
+        hn::Store(a2, d, red2 + q * L);
+      }
+      return hn::Mul(SumRunsAt<kL>(d, red2), inv_m);
+    };
+    bt.r = r, bt.nb = nb, bt.ch = ch;
+    bt.vmean = hn::Add(hn::Load(d, ks), vd);
+    PairStatistics(d, vd, m2, eps, centred, bt.vrs, bt.vdr);
+    hn::Store(bt.vrs, d, rsb);
+    hn::Store(bt.vdr, d, drsb);
+  };
+  // pass 2 of a batch whose c is in cb
+  auto output = [&](const PairBatch<D>& bt, const float* HWY_RESTRICT cb, const float* HWY_RESTRICT rsb,
+                    const float* HWY_RESTRICT drsb) HWY_ATTR NG_ALWAYS_INLINE {
+    int64_t ch = bt.ch;
+    for (int64_t q = 0; q < bt.nb; ++q) {
+      const auto rs = hn::Set(d, rsb[q]), dr = hn::Set(d, drsb[q]);
+      const float* HWY_RESTRICT cg = cb + q * m;
+      hwy::bfloat16_t* HWY_RESTRICT yg = y + (bt.r + q) * m;
+      for (int64_t j = 0; j < V; ++j, ch = NextChannel(ch, P, C))
+        PairOutput(d, cg + j * P, rs, dr, wp, bp, ch, yg + j * P);
+    }
+    StoreAN(d, bt.vmean, mean + bt.r, size_t(bt.nb));
+    StoreAN(d, bt.vrs, rstd + bt.r, size_t(bt.nb));
+    return ch;  // the next batch's channel
+  };
+
+  if (r0 >= r1) return;
+  if constexpr (kV != 1) {  // one batch at a time (see above)
+    PairBatch<D> bt;
+    for (int64_t r = r0, ch = r0 % G * m; r < r1; r += B) {
+      stats(r, ch, cbuf, rb[0], drb[0], bt);
+      ch = output(bt, cbuf, rb[0], drb[0]);
+    }
+    return;
+  }
+  PairBatch<D> cur, next;
+  stats(r0, r0 % G * m, cbuf, rb[0], drb[0], cur);
+  for (int64_t t = 0;; ++t) {
+    const int64_t h = t % 2, r = cur.r + B;
+    const bool more = r < r1;
+    if (more) stats(r, (cur.ch + B * m) % C, cbuf + (1 - h) * kMaxPairGroup, rb[1 - h], drb[1 - h], next);
+    output(cur, cbuf + h * kMaxPairGroup, rb[h], drb[h]);
+    if (!more) break;
+    cur = next;
+  }
+}
+
+// Samples [n0, n1) of a bf16 (N, C) input that GroupNormPairLanes accepts; wp, bp: w and b in PairLayout.
+template <typename T>
+void GroupNormForwardPairs(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT wp,
+                           const AccT<T>* HWY_RESTRICT bp, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
+                           AccT<T>* HWY_RESTRICT rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,
+                           double eps) {
+  using D = hn::ScalableTag<AccT<T>>;
+  if constexpr (UseBf16Pairs<D, T>() && HWY_TARGET != HWY_SCALAR) {
+    constexpr int kL = int(hn::MaxLanes(D()));
+    const int64_t m = C / G, r0 = n0 * G, r1 = n1 * G;
+    if (m >= 2 * kL) {
+      const int64_t V = m / (2 * kL);
+      if (V == 1) return ForwardPairsLarge<1>(x, wp, bp, y, mean, rstd, r0, r1, C, G, eps);
+      return WithVectorsPerGroup<4>(
+          V, [&]<int kV>() { ForwardPairsLarge<kV>(x, wp, bp, y, mean, rstd, r0, r1, C, G, eps); });
+    }
+    if constexpr (kL > 1)
+      if (m == 2) return ForwardPairsSmall<1>(x, wp, bp, y, mean, rstd, r0, r1, C, G, eps);
+    if constexpr (kL > 2)
+      if (m == 4) return ForwardPairsSmall<2>(x, wp, bp, y, mean, rstd, r0, r1, C, G, eps);
+    if constexpr (kL > 4)
+      if (m == 8) return ForwardPairsSmall<4>(x, wp, bp, y, mean, rstd, r0, r1, C, G, eps);
+    if constexpr (kL > 8)
+      if (m == 16) return ForwardPairsSmall<8>(x, wp, bp, y, mean, rstd, r0, r1, C, G, eps);
+  } else {
+    (void)x, (void)wp, (void)bp, (void)y, (void)mean, (void)rstd, (void)n0, (void)n1, (void)C, (void)G,
+        (void)eps;
+  }
+}
+
 // Samples [n0, n1) of an (N, C) input.
 template <typename T>
 void GroupNormForwardBatches(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
@@ -1067,6 +1407,14 @@ void GroupNormBackwardBatches(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
   bool GroupNormBatchesEligible##NAME(int64_t C, int64_t S, int64_t G) {                                     \
     return GroupNormBatchesEligible<T>(C, S, G);                                                             \
   }                                                                                                          \
+  int64_t GroupNormPairLanes##NAME(int64_t C, int64_t S, int64_t G) {                                        \
+    return GroupNormPairLanes<T>(C, S, G);                                                                   \
+  }                                                                                                          \
+  void GroupNormForwardPairs##NAME(const T* x, const AccT<T>* wp, const AccT<T>* bp, T* y, AccT<T>* mean,    \
+                                   AccT<T>* rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,              \
+                                   double eps) {                                                             \
+    GroupNormForwardPairs<T>(x, wp, bp, y, mean, rstd, n0, n1, C, G, eps);                                   \
+  }                                                                                                          \
   void GroupNormForwardBatches##NAME(const T* x, const AccT<T>* w, const AccT<T>* b, T* y, AccT<T>* mean,    \
                                      AccT<T>* rstd, int64_t n0, int64_t n1, int64_t C, int64_t G,            \
                                      double eps) {                                                           \
@@ -1103,6 +1451,14 @@ HWY_EXPORT(GroupNormBatchesEligibleF32);
 HWY_EXPORT(GroupNormBatchesEligibleF64);
 HWY_EXPORT(GroupNormBatchesEligibleF16);
 HWY_EXPORT(GroupNormBatchesEligibleBF16);
+HWY_EXPORT(GroupNormPairLanesF32);
+HWY_EXPORT(GroupNormPairLanesF64);
+HWY_EXPORT(GroupNormPairLanesF16);
+HWY_EXPORT(GroupNormPairLanesBF16);
+HWY_EXPORT(GroupNormForwardPairsF32);
+HWY_EXPORT(GroupNormForwardPairsF64);
+HWY_EXPORT(GroupNormForwardPairsF16);
+HWY_EXPORT(GroupNormForwardPairsBF16);
 HWY_EXPORT(GroupNormForwardBatchesF32);
 HWY_EXPORT(GroupNormForwardBatchesF64);
 HWY_EXPORT(GroupNormForwardBatchesF16);
@@ -1111,6 +1467,13 @@ HWY_EXPORT(GroupNormBackwardBatchesF32);
 HWY_EXPORT(GroupNormBackwardBatchesF64);
 HWY_EXPORT(GroupNormBackwardBatchesF16);
 HWY_EXPORT(GroupNormBackwardBatchesBF16);
+
+// PairLayout (section 3c): where channel c goes in w and b laid out in pairs for L lanes: within its block of
+// 2L channels, the even channels first (slot c/2), then the odd ones (slot L + c/2).
+inline int64_t pair_slot(int64_t c, int64_t L) {
+  const int64_t block = c / (2 * L) * (2 * L), i = c - block;
+  return block + (i % 2) * L + i / 2;
+}
 
 // Forward rows (groups) shorter than this run the scalar loop even in the fast path: a row shorter than one
 // AVX-512 vector is all tail for the SIMD kernel, and the scalar loop is faster there (measured: 8.5 vs 12.9
@@ -1136,6 +1499,22 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
     A* prstd = s.rstd.data<A>();
     if (impl == Impl::reference) {
       group_norm_forward_reference<T, A>(px, pw, pb, py, pmean, prstd, N, C, S, G, A(eps));
+      return;
+    }
+    int64_t pair_lanes = 0;
+    NG_NORM_SIMD_CALL_RET(pair_lanes, T, GroupNormPairLanes, C, S, G);
+    if (pair_lanes > 0) {
+      // bf16 (N, C) input: the values in pairs (section 3c); w and b laid out in pairs once
+      std::vector<A> wp(static_cast<size_t>(C)), bp(static_cast<size_t>(C));
+      for (int64_t c = 0; c < C; ++c) {
+        const size_t p = size_t(pair_slot(c, pair_lanes));
+        wp[p] = pw ? pw[c] : A(1);
+        bp[p] = pb ? pb[c] : A(0);
+      }
+      parallel_for(N, std::max<int64_t>(1, 16384 / C), [&](int64_t n0, int64_t n1) {
+        NG_NORM_SIMD_CALL(T, GroupNormForwardPairs, hwy_ptr(px), wp.data(), bp.data(), hwy_ptr(py), pmean,
+                          prstd, n0, n1, C, G, eps);
+      });
       return;
     }
     bool batches = false;

@@ -5,6 +5,7 @@
 //   LoadHalf(d, p):      16-bit values at p -> a vector of floats
 //   StoreHalf(d, v, p):  a vector of floats -> 16-bit values at p, rounding to nearest even
 //   StoreHalf2(d, lo, hi, p): two vectors the same way (one vcvtne2ps2bf16 for bf16 where the CPU has it)
+//   StoreBf16Interleaved(d, even, odd, p): two vectors of floats as bf16, interleaved value by value
 //
 // Why not Highway's PromoteTo / DemoteTo alone (Highway 1.0.3):
 //   - its bf16 DemoteTo truncates;
@@ -159,6 +160,20 @@ HWY_INLINE hn::Vec<D> LoadHalf(D d, const T* HWY_RESTRICT p) {
   }
 }
 
+// The bf16 bits of each float of v, in the low 16 bits of its 32-bit lane (the high 16 are zero). bf16 is
+// the top half of the f32 bits. Highway 1.0.3's DemoteTo truncates, so round by hand, as ng::f32_to_bf16
+// does: add 0x7fff plus the lowest kept bit, then drop the low 16 bits. NaN stays quiet.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> Bf16Bits(D d, hn::Vec<D> v) {
+  const hn::RebindToUnsigned<D> du;
+  (void)d;
+  const auto u = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), lsb)));
+  const auto quiet_nan = hn::ShiftRight<16>(hn::Or(u, hn::Set(du, 0x00400000u)));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+}
+
 // The Lanes(d) floats of v stored at p as T (hwy::float16_t or hwy::bfloat16_t), rounding to nearest even.
 template <class D, typename T>
 HWY_INLINE void StoreHalf(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
@@ -174,17 +189,9 @@ HWY_INLINE void StoreHalf(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
 #if HWY_TARGET == HWY_AVX3 && defined(__GNUC__)
     if (StoreBf16Native(d, v, p)) return;
 #endif
-    // bf16 = the top half of the f32 bits. Highway 1.0.3's DemoteTo truncates, so round by hand, as
-    // ng::f32_to_bf16 does: add 0x7fff plus the lowest kept bit, then drop the low 16 bits. NaN stays quiet.
-    const hn::RebindToUnsigned<D> du;
     const hn::RebindToSigned<D> di;
-    const auto u = hn::BitCast(du, v);
-    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), lsb)));
-    const auto quiet_nan = hn::ShiftRight<16>(hn::Or(u, hn::Set(du, 0x00400000u)));
-    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
     const hn::Rebind<uint16_t, D> du16;
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, reinterpret_cast<uint16_t*>(p));
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, Bf16Bits(d, v))), du16, reinterpret_cast<uint16_t*>(p));
   }
 }
 
@@ -203,6 +210,34 @@ HWY_INLINE void StoreHalf2(D d, hn::Vec<D> lo, hn::Vec<D> hi, T* HWY_RESTRICT p)
 #endif
   StoreHalf(d, lo, p);
   StoreHalf(d, hi, p + hn::Lanes(d));
+}
+
+// 2 Lanes(d) bf16 values at p from two vectors of floats, interleaved: p[2i] = even[i], p[2i + 1] = odd[i]
+// (rounding to nearest even). The inverse of the pairs load of the norm kernels (LoadBf16Pairs in
+// nn/norms/norm_simd-inl.h), for kernels that keep bf16 values in that order from load to store. Each
+// 32-bit lane holds its pair: the even value in the low half (byte order: little-endian targets only). On
+// AVX-512 CPUs with AVX512-BF16, one vcvtne2ps2bf16 and one word permute (vpermw); elsewhere, and where a
+// value is subnormal (which the instruction flushes), the rounding by hand, the same bits.
+template <class D>
+HWY_INLINE void StoreBf16Interleaved(D d, hn::Vec<D> even, hn::Vec<D> odd, hwy::bfloat16_t* HWY_RESTRICT p) {
+  static_assert(std::is_same_v<hn::TFromD<D>, float>);
+#if HWY_TARGET == HWY_AVX3 && defined(__GNUC__)
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    if (kCpuHasAvx512Bf16 &&
+        (_mm512_fpclass_ps_mask(even.raw, 0x20) | _mm512_fpclass_ps_mask(odd.raw, 0x20)) == 0) {
+      __m512i bits;  // words 0-15: even, 16-31: odd
+      asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(bits) : "v"(odd.raw), "v"(even.raw));
+      // word 2i <- word i, word 2i + 1 <- word 16 + i
+      const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23,
+                                           7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+      _mm512_storeu_si512(reinterpret_cast<void*>(p), _mm512_permutexvar_epi16(idx, bits));
+      return;
+    }
+  }
+#endif
+  const hn::RebindToUnsigned<D> du;
+  const auto pair = hn::Or(Bf16Bits(d, even), hn::ShiftLeft<16>(Bf16Bits(d, odd)));
+  hn::StoreU(pair, du, reinterpret_cast<uint32_t*>(p));
 }
 
 }  // namespace HWY_NAMESPACE
