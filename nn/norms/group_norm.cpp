@@ -730,12 +730,16 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
 //     the even-indexed values (lo) and the odd-indexed ones (hi). A group of m consecutive values then sits
 //     in m/2 consecutive lanes of lo and the same lanes of hi, so the groups keep their order, and a group's
 //     sums are its lanes' sums, lo and hi added together;
-//   - the statistics take one pass, LayerNorm's shifted one: s1 = sum (x - K), s2 = sum (x - K)^2 with K the
-//     group's first value, var = s2 / m - d^2 (d = s1 / m), and a centred second pass over c = x - K for a
-//     batch where a group fails the check (5 d^2 > s2 / m, or a sum overflowed: ShiftedRowStatistics in
-//     norm_simd-inl.h says why). Both sums of L groups go through SumRuns side by side;
+//   - the statistics take one pass, shifted as LayerNorm's are: s1 = sum (x - K), s2 = sum (x - K)^2 with K
+//     the group's first value, var = s2 / m - d^2 (d = s1 / m). The subtraction loses in proportion to
+//     d^2 / var (norm_math.h), and with K one of the group's values d^2 / var <= m - 1. It is trusted where
+//     d^2 <= kPairTrust var: a relative error of at most ~65 roundings of the sums, far below bf16's own
+//     2^-9. LayerNorm's stricter check (d^2 <= var / 4) sent ~62% of random groups, whose first value is
+//     more than half a std from their mean, to the centred pass, and the path ran slower than 3b. A batch
+//     with a group beyond the check, or whose sums overflowed, takes a centred second pass over c = x - K.
+//     Both sums of L groups go through SumRuns side by side;
 //   - the output is computed in the same order, y = fma(fma(c, rstd, -d rstd), w, b), with w and b laid out
-//     in pairs once per call (PairLayout: within each block of 2L channels the even channels, then the odd
+//     in pairs once per call (pair_slot: within each block of 2L channels the even channels, then the odd
 //     ones), and stored by StoreBf16Interleaved (half-inl.h), which puts each pair back in place.
 // c = x - K waits for the output in a buffer in L1 (2 KiB to 8 KiB), so x is converted once.
 // Groups of m < 2L values (m = 2, 4, 8, 16 on AVX-512): a batch is m/2 loads of 2L/m groups each (L groups),
@@ -775,9 +779,10 @@ int64_t GroupNormPairLanes(int64_t C, int64_t S, int64_t G) {
 // 1 / sqrt(v) for v > 0 (and 0 for v = inf, as Div(1, Sqrt(v)) gives): the CPU's estimate (vrsqrt14ps on
 // AVX-512: 14 bits) and one Newton step,
 //   r1 = r0 (3/2 - (v/2) r0^2),
-// which squares the relative error (to ~2^-27, below the rounding of the step itself: within 2 ulp of the
-// correctly rounded value). Why not Div(1, Sqrt(v)): on the Xeon the two take ~22 cycles of the divider per
-// vector (512-bit vsqrtps and vdivps each hold it ~10 cycles), as much as a batch of 128 values' other work.
+// which squares the relative error. Measured against 1/sqrt in f64 over floats from 2^-20 to 2^40: within
+// 1.72 ulp on AVX-512 (vrsqrt14ps, 14 bits), 3.31 ulp where the estimate has 12 bits (rsqrtps). Why not
+// Div(1, Sqrt(v)): on the Xeon the two take ~22 cycles of the divider per vector (512-bit vsqrtps and vdivps
+// each hold it ~10 cycles), as much as a batch of 128 values' other work.
 template <class D>
 HWY_INLINE hn::Vec<D> RsqrtNewton(D d, hn::Vec<D> v) {
   const auto r0 = hn::ApproximateReciprocalSqrt(v);
