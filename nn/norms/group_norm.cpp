@@ -940,6 +940,7 @@ void ForwardPairsLarge(const hwy::bfloat16_t* HWY_RESTRICT x, const float* HWY_R
   HWY_ALIGN float cbuf[2 * kMaxPairGroup];  // two batches' c = x - K, B * m <= 2048 values each
   HWY_ALIGN float red1[kL * kL], red2[kL * kL], ks[kL], rb[2][kL], drb[2][kL];
   for (int64_t q = 0; q < kL * kL; ++q) red1[q] = red2[q] = 0.0f;  // (lanes past B stay 0)
+  for (int64_t q = 0; q < kL; ++q) ks[q] = 0.0f;                   // (read as a vector, lanes past nb too)
   const hwy::bfloat16_t* x_end = x + r1 * m;
 
   // pass 1 and the statistics of the batch from group r (channel ch), c into cb; rstd and -d rstd also
@@ -1032,7 +1033,8 @@ void ForwardPairsLarge(const hwy::bfloat16_t* HWY_RESTRICT x, const float* HWY_R
   }
 }
 
-// Samples [n0, n1) of a bf16 (N, C) input that GroupNormPairLanes accepts; wp, bp: w and b in PairLayout.
+// Samples [n0, n1) of a bf16 (N, C) input that GroupNormPairLanes accepts; wp, bp: w and b laid out by
+// pair_slot.
 template <typename T>
 void GroupNormForwardPairs(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT wp,
                            const AccT<T>* HWY_RESTRICT bp, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
@@ -1473,7 +1475,7 @@ HWY_EXPORT(GroupNormBackwardBatchesF64);
 HWY_EXPORT(GroupNormBackwardBatchesF16);
 HWY_EXPORT(GroupNormBackwardBatchesBF16);
 
-// PairLayout (section 3c): where channel c goes in w and b laid out in pairs for L lanes: within its block of
+// pair_slot (section 3c): where channel c goes in w and b laid out in pairs for L lanes: within its block of
 // 2L channels, the even channels first (slot c/2), then the odd ones (slot L + c/2).
 inline int64_t pair_slot(int64_t c, int64_t L) {
   const int64_t block = c / (2 * L) * (2 * L), i = c - block;
