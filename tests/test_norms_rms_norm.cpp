@@ -52,8 +52,9 @@ TEST(RMSNorm, GradcheckBehindLinear) {
 
 TEST(RMSNorm, FastMatchesReferenceOnEveryTarget) {
   const int targets = for_each_target([&] {
+    // 600 (f16/bf16): rows of 1.2 KiB, whose output walks prefetch the row after next (rows 0-2 of 5).
     // 1027 (f64) and 3001: rows so wide that the forward takes them four at a time (5 = 4 + 1).
-    for (int64_t n : {1, 2, 3, 7, 8, 15, 17, 33, 100, 1027, 3001}) {
+    for (int64_t n : {1, 2, 3, 7, 8, 15, 17, 33, 100, 600, 1027, 3001}) {
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
         Generator gen(uint64_t(n) * 11 + uint64_t(dt));
         Tensor x = randn({5, n}, gen, DType::f32, 0.3, 2.0).to(dt);

@@ -103,11 +103,13 @@ HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
 // pass 2 for R rows at once, from x, y (rows n apart): y = (x - K) * rstd + (-d * rstd), then * w + b.
-// Each vector of w and b loaded serves the R rows.
+// Each vector of w and b loaded serves the R rows. ahead (R = 1; null: none): a row of n 16-bit values
+// to prefetch on the way, one line per two vectors (RowAfterNext, norm_simd-inl.h).
 template <int R, bool kShifted, typename T>
 HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                     const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n,
-                                    const AccT<T>* K, const AccT<T>* dmean, const AccT<T>* rs) {
+                                    const AccT<T>* K, const AccT<T>* dmean, const AccT<T>* rs,
+                                    const T* ahead) {
   using D = hn::ScalableTag<AccT<T>>;
   const D d;
   const int64_t L = int64_t(hn::Lanes(d));
@@ -125,6 +127,7 @@ HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_
   for (; j + 2 * L <= n_main; j += 2 * L) {  // two vectors at a time: one instruction stores both as bf16
     const auto vw0 = hn::LoadU(d, w + j), vb0 = hn::LoadU(d, b + j);
     const auto vw1 = hn::LoadU(d, w + j + L), vb1 = hn::LoadU(d, b + j + L);
+    if (ahead) hwy::Prefetch(ahead + j);
     for (int k = 0; k < R; ++k) {
       const auto xhat0 = hn::MulAdd(centre(LoadAs(d, x + k * n + j), k), vrs[k], vneg[k]);
       const auto xhat1 = hn::MulAdd(centre(LoadAs(d, x + k * n + j + L), k), vrs[k], vneg[k]);
@@ -153,13 +156,13 @@ HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_
 template <int R, typename T>
 HWY_INLINE void LayerNormOutput(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                 const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n, const AccT<T>* K,
-                                const AccT<T>* dmean, const AccT<T>* rs) {
+                                const AccT<T>* dmean, const AccT<T>* rs, const T* ahead = nullptr) {
   if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
     bool shifted = false;
     for (int k = 0; k < R; ++k) shifted |= K[k] != 0;
-    if (!shifted) return LayerNormOutputRows<R, false>(x, w, b, y, n, K, dmean, rs);
+    if (!shifted) return LayerNormOutputRows<R, false>(x, w, b, y, n, K, dmean, rs, ahead);
   }
-  LayerNormOutputRows<R, true>(x, w, b, y, n, K, dmean, rs);
+  LayerNormOutputRows<R, true>(x, w, b, y, n, K, dmean, rs, ahead);
 }
 
 // Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows): their statistics row by row, then one output
@@ -214,6 +217,9 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // level with the first version of it (vdpbf16ps: 0.386 -> 0.386) and keep the shifted statistics. Rows
     // at mean 4, std 1 (--norm-mean 4: every block of 16 rows pays for one refused attempt): 0.503 -> 0.517
     // and 0.421 -> 0.430.
+    //
+    // f16/bf16 rows of 1 KiB and more ask for the row after next during the output walk (RowAfterNext,
+    // norm_simd-inl.h, says why and what it measured).
     UnshiftedGate gate;
     A K, dm, rs;
     LayerNormRowStatistics(d, x + r * n, n, eps, gate, K, dm, rs);
@@ -222,7 +228,7 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
       if (r + 1 < r1) LayerNormRowStatistics(d, x + (r + 1) * n, n, eps, gate, K_next, dm_next, rs_next);
       mean[r] = K + dm;
       rstd[r] = rs;
-      LayerNormOutput<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);
+      LayerNormOutput<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs, RowAfterNext(x, r, r1, n));
       K = K_next, dm = dm_next, rs = rs_next;
     }
     return;

@@ -87,10 +87,11 @@ HWY_INLINE hn::TFromD<D> RMSNormRowRstd(D d, const T* HWY_RESTRICT xr, int64_t n
 }
 
 // pass 2 for R rows at once, from x, y (rows n apart): y = (x * rstd) * w; each vector of w loaded serves
-// the R rows.
+// the R rows. ahead (R = 1; null: none): a row of n 16-bit values to prefetch on the way, one line per two
+// vectors (RowAfterNext, norm_simd-inl.h).
 template <int R, typename T>
 HWY_INLINE void RMSNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, T* HWY_RESTRICT y,
-                                  int64_t n, const AccT<T>* rs) {
+                                  int64_t n, const AccT<T>* rs, const T* ahead = nullptr) {
   using D = hn::ScalableTag<AccT<T>>;
   const D d;
   const int64_t L = int64_t(hn::Lanes(d));
@@ -101,6 +102,7 @@ HWY_INLINE void RMSNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RE
   int64_t i = 0;
   for (; i + 2 * L <= n_main; i += 2 * L) {  // two vectors at a time: one instruction stores both as bf16
     const auto vw0 = hn::LoadU(d, w + i), vw1 = hn::LoadU(d, w + i + L);
+    if (ahead) hwy::Prefetch(ahead + i);
     for (int k = 0; k < R; ++k)
       StoreAs2(d, hn::Mul(hn::Mul(LoadAs(d, x + k * n + i), vrs[k]), vw0),
                hn::Mul(hn::Mul(LoadAs(d, x + k * n + i + L), vrs[k]), vw1), y + k * n + i);
@@ -154,12 +156,13 @@ void RMSNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
     // (AMD Zen 4, 2 threads, A/B in one process, best): bf16 16384 x 256 0.410 -> 0.292 ms, 8192 x 512
     // 0.332 -> 0.274 ms, 4096 x 1024 0.293 -> 0.263 ms. f32 rows, whose pass 1 is a few FMAs per vector
     // and which wait on memory instead, were level or either way by 5-10% (n = 64 to 512), so they keep
-    // the plain loop.
+    // the plain loop. Rows of 1 KiB and more ask for the row after next during the output walk
+    // (RowAfterNext, norm_simd-inl.h).
     A rs = RMSNormRowRstd(d, x + r * n, n, eps);
     for (; r < r1; ++r) {
       const A rs_next = r + 1 < r1 ? RMSNormRowRstd(d, x + (r + 1) * n, n, eps) : A(0);
       rstd[r] = rs;
-      RMSNormOutputRows<1>(x + r * n, w, y + r * n, n, &rs);
+      RMSNormOutputRows<1>(x + r * n, w, y + r * n, n, &rs, RowAfterNext(x, r, r1, n));
       rs = rs_next;
     }
     return;
