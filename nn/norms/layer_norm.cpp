@@ -104,7 +104,8 @@ namespace ng::norms::HWY_NAMESPACE {
 
 // pass 2 for R rows at once, from x, y (rows n apart): y = (x - K) * rstd + (-d * rstd), then * w + b.
 // Each vector of w and b loaded serves the R rows. ahead (R = 1; null: none): a row of n 16-bit values
-// to prefetch on the way, one line per two vectors (RowAfterNext, norm_simd-inl.h).
+// to prefetch on the way, one prefetch per two vectors (a 64-byte line on AVX-512; RowAfterNext,
+// norm_simd-inl.h).
 template <int R, bool kShifted, typename T>
 HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                     const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n,

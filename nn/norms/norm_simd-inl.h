@@ -176,8 +176,8 @@ HWY_INLINE void PrefetchAhead(const T* p, const T* end) {
 // statistics, then row r's output walk) ask for row r + 2 during row r's output walk, one prefetch per 64
 // bytes written. The statistics pass is the one that reads a row from memory; with rows of 1-2 KiB it
 // mostly waited for it, while the output walk, working from L1, left the memory idle. Measured (Intel Xeon
-// VM, 2 threads, scripts/bench_ab.py --rounds 5, best ms, bf16): LayerNorm 4096 x 1024 0.376 -> 0.328,
-// RMSNorm 0.337 -> 0.315 (1 thread, 8192 x 512: LayerNorm 0.848 -> 0.804, RMSNorm 0.718 -> 0.663). Rows of
+// VM, 2 threads, scripts/bench_ab.py --rounds 5, best ms, bf16): LayerNorm 4096 x 1024 0.378 -> 0.319,
+// RMSNorm 0.328 -> 0.318 (1 thread, 8192 x 512: LayerNorm 0.848 -> 0.804, RMSNorm 0.718 -> 0.663). Rows of
 // 512 bytes (16384 x 256) were 12% slower asking two rows ahead and level asking 4 KiB ahead, so rows
 // shorter than kPrefetchRowMinBytes do not ask. (Tried and dropped: the same for the four-row groups of
 // 8 KiB rows, 1024 x 4096, asking for the next group into L1 or L2: level.)

@@ -87,8 +87,8 @@ HWY_INLINE hn::TFromD<D> RMSNormRowRstd(D d, const T* HWY_RESTRICT xr, int64_t n
 }
 
 // pass 2 for R rows at once, from x, y (rows n apart): y = (x * rstd) * w; each vector of w loaded serves
-// the R rows. ahead (R = 1; null: none): a row of n 16-bit values to prefetch on the way, one line per two
-// vectors (RowAfterNext, norm_simd-inl.h).
+// the R rows. ahead (R = 1; null: none): a row of n 16-bit values to prefetch on the way, one prefetch per
+// two vectors (a 64-byte line on AVX-512; RowAfterNext, norm_simd-inl.h).
 template <int R, typename T>
 HWY_INLINE void RMSNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, T* HWY_RESTRICT y,
                                   int64_t n, const AccT<T>* rs, const T* ahead = nullptr) {
