@@ -5,6 +5,7 @@
 // 1 thread and 2 threads give bitwise-identical results.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace ng {
@@ -27,6 +28,27 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
 #pragma omp parallel for schedule(static) num_threads(num_threads())
 #endif
   for (int64_t c = 0; c < chunks; ++c) fn(c * grain, c + 1 == chunks ? n : (c + 1) * grain);
+}
+
+// Like parallel_for, but each thread gets its chunks as ONE call fn(begin, end): a run of consecutive whole
+// chunks (with T threads and C chunks, run t is chunks [C t / T, C (t + 1) / T)). A kernel can then carry its
+// work across the chunk boundaries: ask for the next rows while it writes these, or start the next rows'
+// statistics before this row's output (the row norms' forwards). The chunk boundaries are parallel_for's,
+// but where a run begins and ends depends on the thread count, so the determinism rule holds only if fn
+// gives each item the same result in whatever run it comes: anything fn carries from item to item may
+// restart only at a chunk boundary (UnshiftedGate, nn/norms/norm_simd-inl.h, is such a thing).
+template <typename Fn>
+void parallel_for_runs(int64_t n, int64_t grain, Fn&& fn) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  const int64_t chunks = (n + grain - 1) / grain;
+  const int64_t runs = std::min<int64_t>(chunks, num_threads());
+  if (runs <= 1) return fn(int64_t(0), n);
+#if defined(NORMGRAD_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(int(runs))
+#endif
+  for (int64_t t = 0; t < runs; ++t)
+    fn(chunks * t / runs * grain, std::min(n, chunks * (t + 1) / runs * grain));
 }
 
 }  // namespace ng

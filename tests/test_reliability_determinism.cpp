@@ -127,3 +127,40 @@ TEST(Determinism, LargeReductionsAndMatmulAreBitwiseIdenticalAcrossThreadCounts)
   EXPECT_TRUE(same_bits(r1, r2)) << "var";
   EXPECT_TRUE(same_bits(n1, n2)) << "layer_norm";
 }
+
+TEST(Determinism, RowNormForwardsGiveTheSameBitsInEveryRunOfChunks) {
+  // LayerNorm's and RMSNorm's fast forwards hand each thread its chunks of rows as one run
+  // (parallel_for_runs), so where a run starts depends on the thread count. Every row must still give the
+  // same bits. The shapes make the runs start where the per-run state would show:
+  //   n = 700 bf16 (grain 16384 / 700 = 23 rows, rounded up to 32, two UnshiftedGate blocks): every 7th row
+  //     sits far from 0 (mean 30), so a gate block that started on another row would decide otherwise;
+  //   n = 3000 (grain 5 rows): wide rows go four at a time from the start of a run;
+  //   n = 256 (grain 64 rows): short rows, software-pipelined across the run.
+  ThreadCountGuard guard;
+  Generator gen(11);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (int64_t n : {700, 3000, 256}) {
+      const int64_t rows = 203;
+      std::vector<double> xs = randn({rows, n}, gen, DType::f64).to_vector<double>();
+      for (int64_t r = 0; r < rows; r += 7)
+        for (int64_t i = 0; i < n; ++i) xs[size_t(r * n + i)] += 30.0;
+      Tensor x = from_vector(xs, {rows, n}).to(dt);
+      Tensor w = randn({n}, gen, DType::f32), b = randn({n}, gen, DType::f32);
+      std::vector<std::vector<Tensor>> outs;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        norms::NormStats ln = norms::layer_norm_forward(x, n, w, b, 1e-5);
+        norms::NormStats rms = norms::rms_norm_forward(x, n, w, 1e-5);
+        outs.push_back({ln.y, ln.mean, ln.rstd, rms.y, rms.rstd});
+      }
+      const char* names[] = {"layer_norm y", "layer_norm mean", "layer_norm rstd", "rms_norm y",
+                             "rms_norm rstd"};
+      for (size_t t = 1; t < outs.size(); ++t)
+        for (size_t k = 0; k < outs[0].size(); ++k) {
+          const Tensor &a = outs[0][k], &c = outs[t][k];
+          EXPECT_EQ(std::memcmp(a.raw_data(), c.raw_data(), size_t(a.numel()) * dtype_size(a.dtype())), 0)
+              << names[k] << ", " << dtype_name(dt) << ", n = " << n << ", " << t + 1 << " threads against 1";
+        }
+    }
+  }
+}

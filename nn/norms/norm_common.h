@@ -61,6 +61,10 @@ struct RowChunks {
 };
 RowChunks row_chunks(int64_t rows, int64_t row_len);
 
+// LayerNorm's bf16 forward tries the unshifted row sums in blocks of this many rows (UnshiftedGate,
+// norm_simd-inl.h); its row chunks are whole blocks (layer_norm_forward_fast).
+constexpr int64_t kUnshiftedGateRows = 16;
+
 // Groups of consecutive chunks, at most kChunkGroups of them. One thread takes a whole group and adds its
 // chunks, in chunk order, into ONE partial row (or, for BatchNorm's statistics, merges them into one row of
 // moments); the final sum then reads one row per group. Why: a partial row is written by one core and read

@@ -22,6 +22,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "nn/norms/norm_common.h"
 #include "tensor/kernels/half-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -382,12 +383,12 @@ HWY_INLINE bool UnshiftedRowStatistics(D d, const hwy::bfloat16_t* HWY_RESTRICT 
 
 // Which bf16 rows try the unshifted sums. A tensor whose rows sit far from 0 would pay for a refused attempt
 // on every row (measured with the first version, which summed with vdpbf16ps: 20-37% slower than the
-// shifted path alone at mean 4, std 1). So a kernel call's rows go in blocks of kUnshiftedGateRows from its
-// first row: the first row of a block always tries, the others only where the first was trusted, and such a
-// tensor pays for one attempt in 16 rows. A call's rows are a chunk fixed by the row length, never by the
-// thread count (layer_norm_forward_fast), so each row takes the same path, and gives the same bits, with
-// any number of threads.
-inline constexpr int kUnshiftedGateRows = 16;
+// shifted path alone at mean 4, std 1). So a kernel call's rows go in blocks of kUnshiftedGateRows
+// (norm_common.h) from its first row: the first row of a block always tries, the others only where the first
+// was trusted, and such a tensor pays for one attempt in 16 rows. A call's rows are a run of chunks whose
+// size is fixed by the row length, never by the thread count, and a whole number of blocks
+// (layer_norm_forward_fast), so each row takes the same path, and gives the same bits, with any number of
+// threads.
 struct UnshiftedGate {
   int left = 0;       // rows left in the current block
   bool open = false;  // whether the unshifted sums were trusted on the block's first row

@@ -398,8 +398,10 @@ NormStats rms_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, dou
     }
     std::vector<A> ones;
     if (!pw) ones.assign(size_t(n), A(1)), pw = ones.data();
+    // Each thread's run of chunks in one call, as in LayerNorm's forward (layer_norm_forward_fast says why).
+    // Every row gives the same bits in any run: the kernel carries nothing from row to row that changes them.
     const int64_t grain = std::max<int64_t>(1, 16384 / n);
-    parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    parallel_for_runs(rows, grain, [&](int64_t r0, int64_t r1) {
       NG_NORM_SIMD_CALL(T, RMSNormForward, hwy_ptr(px), pw, hwy_ptr(py), prstd, r0, r1, n, eps);
     });
   });
