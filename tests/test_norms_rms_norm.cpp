@@ -181,39 +181,43 @@ TEST(RMSNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // f16 and bf16 rows (f32 weight and statistics) go four at a time in the backward too; one at a time, their
   // backward keeps pass 1's g and xhat in a buffer for pass 2 (rows up to 3072 values), so their dx here also
   // checks that the buffer keeps the bits.
+  // Then 14 rows of 2560 (f64: 1280), a multiple of 4 vectors on every target: the forward's groups 0 and 1
+  // walk with the next group's pass 1 inside (FusedGroupWalk, norm_simd-inl.h), group 2 is the last, rows
+  // 12-13 go one at a time.
   const int targets = for_each_target([&] {
-    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-      const int64_t rows = 5, n = dt == DType::f64 ? 1031 : 3001;
-      const DType acc = compute_dtype(dt);
-      Generator gen{uint64_t(n)};
-      Tensor x = randn({rows, n}, gen).to(dt), dy = randn({rows, n}, gen).to(dt), w = randn({n}, gen, acc);
-      auto both = [&]<typename T, typename A>() {
-        const T *px = x.data<T>(), *pdy = dy.data<T>();
-        const A* pw = w.data<A>();
-        std::vector<T> y4(static_cast<size_t>(rows * n)), y1(y4.size()), dx4(y4.size()), dx1(y4.size());
-        std::vector<A> rs4(static_cast<size_t>(rows)), rs1(rs4.size()), dw4(static_cast<size_t>(n), A(0)),
-            dw1(dw4.size(), A(0));
-        norms::rms_norm_forward_rows<T, A>(px, pw, y4.data(), rs4.data(), rows, n, A(1e-5));
-        norms::rms_norm_backward_rows<T, A>(pdy, px, pw, rs4.data(), dx4.data(), dw4.data(), rows, n);
-        for (int64_t r = 0; r < rows; ++r) {
-          norms::rms_norm_forward_rows<T, A>(px + r * n, pw, y1.data() + r * n, rs1.data() + r, 1, n,
-                                             A(1e-5));
-          norms::rms_norm_backward_rows<T, A>(pdy + r * n, px + r * n, pw, rs1.data() + r, dx1.data() + r * n,
-                                              dw1.data(), 1, n);
-        }
-        auto same = [](const std::vector<T>& a, const std::vector<T>& b) {
-          return std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+    for (int64_t rows : {5, 14})
+      for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+        const int64_t n = rows == 5 ? (dt == DType::f64 ? 1031 : 3001) : (dt == DType::f64 ? 1280 : 2560);
+        const DType acc = compute_dtype(dt);
+        Generator gen{uint64_t(n)};
+        Tensor x = randn({rows, n}, gen).to(dt), dy = randn({rows, n}, gen).to(dt), w = randn({n}, gen, acc);
+        auto both = [&]<typename T, typename A>() {
+          const T *px = x.data<T>(), *pdy = dy.data<T>();
+          const A* pw = w.data<A>();
+          std::vector<T> y4(static_cast<size_t>(rows * n)), y1(y4.size()), dx4(y4.size()), dx1(y4.size());
+          std::vector<A> rs4(static_cast<size_t>(rows)), rs1(rs4.size()), dw4(static_cast<size_t>(n), A(0)),
+              dw1(dw4.size(), A(0));
+          norms::rms_norm_forward_rows<T, A>(px, pw, y4.data(), rs4.data(), rows, n, A(1e-5));
+          norms::rms_norm_backward_rows<T, A>(pdy, px, pw, rs4.data(), dx4.data(), dw4.data(), rows, n);
+          for (int64_t r = 0; r < rows; ++r) {
+            norms::rms_norm_forward_rows<T, A>(px + r * n, pw, y1.data() + r * n, rs1.data() + r, 1, n,
+                                               A(1e-5));
+            norms::rms_norm_backward_rows<T, A>(pdy + r * n, px + r * n, pw, rs1.data() + r,
+                                                dx1.data() + r * n, dw1.data(), 1, n);
+          }
+          auto same = [](const std::vector<T>& a, const std::vector<T>& b) {
+            return std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+          };
+          EXPECT_TRUE(same(y4, y1)) << dtype_name(dt) << " n=" << n;
+          EXPECT_TRUE(rs4 == rs1) << dtype_name(dt) << " n=" << n;
+          EXPECT_TRUE(same(dx4, dx1)) << dtype_name(dt) << " n=" << n;
+          EXPECT_TRUE(dw4 == dw1) << dtype_name(dt) << " n=" << n;
         };
-        EXPECT_TRUE(same(y4, y1)) << dtype_name(dt);
-        EXPECT_TRUE(rs4 == rs1) << dtype_name(dt);
-        EXPECT_TRUE(same(dx4, dx1)) << dtype_name(dt);
-        EXPECT_TRUE(dw4 == dw1) << dtype_name(dt);
-      };
-      if (dt == DType::f32) both.template operator()<float, float>();
-      if (dt == DType::f64) both.template operator()<double, double>();
-      if (dt == DType::f16) both.template operator()<f16, float>();
-      if (dt == DType::bf16) both.template operator()<bf16, float>();
-    }
+        if (dt == DType::f32) both.template operator()<float, float>();
+        if (dt == DType::f64) both.template operator()<double, double>();
+        if (dt == DType::f16) both.template operator()<f16, float>();
+        if (dt == DType::bf16) both.template operator()<bf16, float>();
+      }
   });
   EXPECT_GE(targets, 2);
 }

@@ -191,6 +191,37 @@ HWY_INLINE const T* RowAfterNext(const T* x, int64_t r, int64_t r1, int64_t n) {
   return x + (r + 2) * n;
 }
 
+// The output walk of a group of kRows wide rows (LayerNorm's and RMSNorm's forwards, four rows of n values
+// at a time) with the NEXT group's pass 1 inside it.
+//
+// Why: a group's pass 1 reads its rows from memory, and its output walk then works on them from the cache
+// while the memory idles, so the two phases took turns instead of overlapping (RMSNorm bf16 at 1024 x 4096,
+// 1 thread: 16.8 cycles per 32 values against 13.8 for the short rows at 4096 x 1024 that ask for the row
+// after next, RowAfterNext). Prefetching the next group's four rows in the output walk instead made it
+// slower (23 cycles); demand loads inside the walk's own work, which the core runs out of order, do not.
+//
+// How: the walk takes n / (2 Lanes) steps, out(j) writing the group's columns [j, j + 2 Lanes). Before each,
+// acc takes kRows / 2 steps of 4 Lanes values (acc.Step4: Sum4 or MomentSums4) of the next group's rows,
+// which lie one after another at `next`, so the kRows * n values take the same n / (2 Lanes) steps. At the
+// end of a row, row_done(k, acc) takes row k's sums and readies acc for the next row. n must be a multiple
+// of 4 Lanes, so that the rows end on a step of acc. The sums are added in the order of a row on its own
+// (Accumulate4, RowMomentSums), so a row has the same bits in any group.
+template <int kRows, class D, typename T, class Acc, class RowDone, class Out>
+HWY_INLINE void FusedGroupWalk(D d, const T* HWY_RESTRICT next, int64_t n, Acc acc, const RowDone& row_done,
+                               const Out& out) {
+  static_assert(kRows % 2 == 0, "the next group's rows take kRows / 2 steps of acc per step of the walk");
+  const int64_t L = int64_t(hn::Lanes(d));
+  int k = 0;      // the next group's row ...
+  int64_t i = 0;  // ... and column
+  for (int64_t j = 0; j < n; j += 2 * L) {
+    for (int s = 0; s < kRows / 2; ++s) {
+      acc.Step4(d, next + k * n + i);
+      if ((i += 4 * L) == n) row_done(k++, acc), i = 0;
+    }
+    out(j);
+  }
+}
+
 // The f16/bf16 row backwards (LayerNorm's, RMSNorm's) keep pass 1's values of a row as floats for pass 2
 // in two buffers of this many floats (12 KiB each), for rows that fit: see LayerNormBackwardRowGroups.
 inline constexpr int64_t kBackwardBufferFloats = 3072;
@@ -220,34 +251,56 @@ constexpr bool UseBf16Pairs() {
   return std::is_same_v<T, hwy::bfloat16_t> && std::is_same_v<hn::TFromD<D>, float>;
 }
 
-// The sum of step() over the full vectors of p[0 .. n_main) (n_main a multiple of Lanes): acc = step(acc, v)
-// for each vector v. Four independent accumulators, so that consecutive adds do not wait for each other: an
-// add or FMA takes ~4 cycles to finish, but the core can start two per cycle. The tail is the caller's.
+// The 4 Lanes values at p as four vectors, for sums: bf16 in pairs (LoadBf16Pairs: the values in another
+// order), the rest in order.
+template <class D, typename T>
+HWY_INLINE void LoadFourForSums(D d, const T* HWY_RESTRICT p, hn::Vec<D>& v0, hn::Vec<D>& v1, hn::Vec<D>& v2,
+                                hn::Vec<D>& v3) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  if constexpr (UseBf16Pairs<D, T>()) {
+    LoadBf16Pairs(d, p, v0, v1);
+    LoadBf16Pairs(d, p + 2 * L, v2, v3);
+  } else {
+    v0 = LoadAs(d, p), v1 = LoadAs(d, p + L), v2 = LoadAs(d, p + 2 * L), v3 = LoadAs(d, p + 3 * L);
+  }
+}
+
+// A sum over a row in four accumulators, acc = step(acc, v) for each vector v: four, so that consecutive adds
+// do not wait for each other (an add or FMA takes ~4 cycles to finish, but the core can start two per cycle).
+// Fed 4 Lanes values at a time (Step4), then the rest of the full vectors one at a time (Finish); the tail
+// is the caller's. Accumulate4 runs it over a row; the fused group walks of LayerNorm's and RMSNorm's
+// forwards (FusedGroupWalk) feed it between other work, in the same order, so with the same bits.
+template <class D, class Step>
+struct Sum4 {
+  hn::Vec<D> a0, a1, a2, a3;
+  Step step;
+  Sum4(D d, const Step& s) : a0(hn::Zero(d)), a1(hn::Zero(d)), a2(hn::Zero(d)), a3(hn::Zero(d)), step(s) {}
+  template <typename T>
+  HWY_INLINE void Step4(D d, const T* HWY_RESTRICT p) {
+    hn::Vec<D> v0, v1, v2, v3;
+    LoadFourForSums(d, p, v0, v1, v2, v3);
+    a0 = step(a0, v0);
+    a1 = step(a1, v1);
+    a2 = step(a2, v2);
+    a3 = step(a3, v3);
+  }
+  // The full vectors of p[i .. n_main) into a0, then the four accumulators added.
+  template <typename T>
+  HWY_INLINE hn::Vec<D> Finish(D d, const T* HWY_RESTRICT p, int64_t i, int64_t n_main) {
+    for (; i < n_main; i += int64_t(hn::Lanes(d))) a0 = step(a0, LoadAs(d, p + i));
+    return hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
+  }
+};
+
+// The sum of step() over the full vectors of p[0 .. n_main) (n_main a multiple of Lanes). The tail is the
+// caller's.
 template <class D, typename T, class Step>
 HWY_INLINE hn::Vec<D> Accumulate4(D d, const T* HWY_RESTRICT p, int64_t n_main, const Step& step) {
   const int64_t L = int64_t(hn::Lanes(d));
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  Sum4<D, Step> sum(d, step);
   int64_t i = 0;
-  if constexpr (UseBf16Pairs<D, T>()) {  // (the same sum in another order: see LoadBf16Pairs)
-    for (; i + 4 * L <= n_main; i += 4 * L) {
-      hn::Vec<D> v0, v1, v2, v3;
-      LoadBf16Pairs(d, p + i, v0, v1);
-      LoadBf16Pairs(d, p + i + 2 * L, v2, v3);
-      a0 = step(a0, v0);
-      a1 = step(a1, v1);
-      a2 = step(a2, v2);
-      a3 = step(a3, v3);
-    }
-  } else {
-    for (; i + 4 * L <= n_main; i += 4 * L) {
-      a0 = step(a0, LoadAs(d, p + i));
-      a1 = step(a1, LoadAs(d, p + i + L));
-      a2 = step(a2, LoadAs(d, p + i + 2 * L));
-      a3 = step(a3, LoadAs(d, p + i + 3 * L));
-    }
-  }
-  for (; i < n_main; i += L) a0 = step(a0, LoadAs(d, p + i));
-  return hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
+  for (; i + 4 * L <= n_main; i += 4 * L) sum.Step4(d, p + i);
+  return sum.Finish(d, p, i, n_main);
 }
 
 template <class D>
@@ -255,32 +308,22 @@ HWY_INLINE hn::TFromD<D> ReduceSum(D d, hn::Vec<D> v) {
   return hn::GetLane(hn::SumOfLanes(d, v));
 }
 
-// The sums over the n values at xr of c = x - K and c^2 (kShift), or of x and x^2 (!kShift: vK unused):
-// four accumulators each, so that consecutive adds do not wait for each other. bf16 rows load in pairs
-// (LoadBf16Pairs: the same sums in another order). The pass 1 of ShiftedRowStatistics and
-// UnshiftedRowStatistics.
-template <bool kShift, class D, typename T>
-HWY_INLINE void RowMomentSums(D d, const T* HWY_RESTRICT xr, int64_t n, hn::Vec<D> vK, hn::TFromD<D>& s1_out,
-                              hn::TFromD<D>& s2_out) {
-  const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
-  const size_t rest = size_t(n - n_main);
-  auto centre = [&](hn::Vec<D> v) HWY_ATTR { return kShift ? hn::Sub(v, vK) : v; };
-  auto s1a = hn::Zero(d), s1b = hn::Zero(d), s1c = hn::Zero(d), s1d = hn::Zero(d);
-  auto s2a = hn::Zero(d), s2b = hn::Zero(d), s2c = hn::Zero(d), s2d = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 4 * L <= n_main; i += 4 * L) {
+// The sums over a row of c = x - K and c^2 (kShift), or of x and x^2 (!kShift: vK unused), in four
+// accumulators each, so that consecutive adds do not wait for each other. bf16 rows load in pairs
+// (LoadBf16Pairs: the same sums in another order). Fed 4 Lanes values at a time (Step4), then the rest
+// (Finish), as Sum4: RowMomentSums runs it over a row, LayerNorm's fused group walk between its output.
+template <bool kShift, class D>
+struct MomentSums4 {
+  hn::Vec<D> vK, s1a, s1b, s1c, s1d, s2a, s2b, s2c, s2d;
+  MomentSums4(D d, hn::Vec<D> vK_in) : vK(vK_in) {
+    s1a = s1b = s1c = s1d = s2a = s2b = s2c = s2d = hn::Zero(d);
+  }
+  HWY_INLINE hn::Vec<D> Centre(hn::Vec<D> v) const { return kShift ? hn::Sub(v, vK) : v; }
+  template <typename T>
+  HWY_INLINE void Step4(D d, const T* HWY_RESTRICT p) {
     hn::Vec<D> v0, v1, v2, v3;
-    if constexpr (UseBf16Pairs<D, T>()) {  // (the same sums in another order: see LoadBf16Pairs)
-      LoadBf16Pairs(d, xr + i, v0, v1);
-      LoadBf16Pairs(d, xr + i + 2 * L, v2, v3);
-    } else {
-      v0 = LoadAs(d, xr + i);
-      v1 = LoadAs(d, xr + i + L);
-      v2 = LoadAs(d, xr + i + 2 * L);
-      v3 = LoadAs(d, xr + i + 3 * L);
-    }
-    const auto c0 = centre(v0), c1 = centre(v1), c2 = centre(v2), c3 = centre(v3);
+    LoadFourForSums(d, p, v0, v1, v2, v3);
+    const auto c0 = Centre(v0), c1 = Centre(v1), c2 = Centre(v2), c3 = Centre(v3);
     s1a = hn::Add(s1a, c0);
     s1b = hn::Add(s1b, c1);
     s1c = hn::Add(s1c, c2);
@@ -290,18 +333,82 @@ HWY_INLINE void RowMomentSums(D d, const T* HWY_RESTRICT xr, int64_t n, hn::Vec<
     s2c = hn::MulAdd(c2, c2, s2c);
     s2d = hn::MulAdd(c3, c3, s2d);
   }
-  for (; i < n_main; i += L) {
-    const auto c = centre(LoadAs(d, xr + i));
-    s1a = hn::Add(s1a, c);
-    s2a = hn::MulAdd(c, c, s2a);
+  // The rest of the row of n values at xr from column i (full vectors, then the tail), and the two sums.
+  template <typename T>
+  HWY_INLINE void Finish(D d, const T* HWY_RESTRICT xr, int64_t i, int64_t n, hn::TFromD<D>& s1_out,
+                         hn::TFromD<D>& s2_out) {
+    const int64_t L = int64_t(hn::Lanes(d));
+    const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
+    const size_t rest = size_t(n - n_main);
+    for (; i < n_main; i += L) {
+      const auto c = Centre(LoadAs(d, xr + i));
+      s1a = hn::Add(s1a, c);
+      s2a = hn::MulAdd(c, c, s2a);
+    }
+    if (rest) {  // zero-padded; the padding minus K is masked back to 0
+      const auto c = hn::IfThenElseZero(hn::FirstN(d, rest), Centre(Tail<D, T>(xr + n_main, rest).load(d)));
+      s1a = hn::Add(s1a, c);
+      s2a = hn::MulAdd(c, c, s2a);
+    }
+    s1_out = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d)));
+    s2_out = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d)));
   }
-  if (rest) {  // zero-padded; the padding minus K is masked back to 0
-    const auto c = hn::IfThenElseZero(hn::FirstN(d, rest), centre(Tail<D, T>(xr + n_main, rest).load(d)));
-    s1a = hn::Add(s1a, c);
-    s2a = hn::MulAdd(c, c, s2a);
+};
+
+// The sums of MomentSums4 over the n values at xr. The pass 1 of ShiftedRowStatistics and
+// UnshiftedRowStatistics.
+template <bool kShift, class D, typename T>
+HWY_INLINE void RowMomentSums(D d, const T* HWY_RESTRICT xr, int64_t n, hn::Vec<D> vK, hn::TFromD<D>& s1_out,
+                              hn::TFromD<D>& s2_out) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;
+  MomentSums4<kShift, D> sums(d, vK);
+  int64_t i = 0;
+  for (; i + 4 * L <= n_main; i += 4 * L) sums.Step4(d, xr + i);
+  sums.Finish(d, xr, i, n, s1_out, s2_out);
+}
+
+// The shift K of the n values at xr: the mean of the first min(n, L) values.
+template <class D, typename T>
+HWY_INLINE hn::TFromD<D> RowShift(D d, const T* HWY_RESTRICT xr, int64_t n) {
+  using A = hn::TFromD<D>;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const auto first = n >= L ? LoadAs(d, xr) : Tail<D, T>(xr, size_t(n)).load(d);
+  return ReduceSum(d, first) / A(std::min<int64_t>(n, L));
+}
+
+// The end of ShiftedRowStatistics, from the sums s1 = sum (x - K) and s2 = sum (x - K)^2 of the n values at
+// xr: var = s2 / n - d^2, checked, with a centred second pass where K sits far from the mean. Out: d = mean -
+// K and rstd.
+template <class D, typename T>
+HWY_INLINE void ShiftedStatisticsFromSums(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
+                                          hn::TFromD<D> K, hn::TFromD<D> s1, hn::TFromD<D> s2,
+                                          hn::TFromD<D>& dmean_out, hn::TFromD<D>& rs_out) {
+  using A = hn::TFromD<D>;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
+  const size_t rest = size_t(n - n_main);
+  const A dmean = s1 / A(n);
+  const A m2 = s2 / A(n);
+  A var = m2 - dmean * dmean;
+
+  // The check: K far from the mean (d^2 > var / 4, i.e. d^2 > m2 / 5) -> centred second pass from cache.
+  // Also when the sums overflowed (var inf or NaN): the centred pass then gives what the reference gives.
+  if (dmean * dmean * A(5) > m2 || !std::isfinite(var)) {
+    const auto vK = hn::Set(d, K), vd = hn::Set(d, dmean);
+    auto acc = Accumulate4(d, xr, n_main, [&](hn::Vec<D> a, hn::Vec<D> v) {
+      const auto c = hn::Sub(hn::Sub(v, vK), vd);
+      return hn::MulAdd(c, c, a);
+    });
+    if (rest) {
+      const auto c = hn::IfThenElseZero(hn::FirstN(d, rest),
+                                        hn::Sub(hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK), vd));
+      acc = hn::MulAdd(c, c, acc);
+    }
+    var = ReduceSum(d, acc) / A(n);
   }
-  s1_out = ReduceSum(d, hn::Add(hn::Add(s1a, s1b), hn::Add(s1c, s1d)));
-  s2_out = ReduceSum(d, hn::Add(hn::Add(s2a, s2b), hn::Add(s2c, s2d)));
+  dmean_out = dmean;
+  rs_out = A(1) / std::sqrt(std::max(var, A(0)) + A(eps));
 }
 
 // The statistics of the n contiguous values at xr, as LayerNorm's forward computes them (layer_norm.cpp,
@@ -312,41 +419,11 @@ template <class D, typename T>
 HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
                                      hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out, hn::TFromD<D>& rs_out) {
   using A = hn::TFromD<D>;
-  const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t n_main = n - n % L;  // full vectors; the rest (< L) is the tail
-  const size_t rest = size_t(n - n_main);
-  const auto tail_mask = hn::FirstN(d, rest);
-
-  // The shift K: the mean of the first min(n, L) values.
-  const auto first = n_main > 0 ? LoadAs(d, xr) : Tail<D, T>(xr, rest).load(d);
-  const A K = ReduceSum(d, first) / A(std::min<int64_t>(n, L));
-  const auto vK = hn::Set(d, K);
-
-  // pass 1: s1 = sum (x - K), s2 = sum (x - K)^2
+  const A K = RowShift(d, xr, n);
   A s1, s2;
-  RowMomentSums<true>(d, xr, n, vK, s1, s2);
-  const A dmean = s1 / A(n);
-  const A m2 = s2 / A(n);
-  A var = m2 - dmean * dmean;
-
-  // The check: K far from the mean (d^2 > var / 4, i.e. d^2 > m2 / 5) -> centred second pass from cache.
-  // Also when the sums overflowed (var inf or NaN): the centred pass then gives what the reference gives.
-  if (dmean * dmean * A(5) > m2 || !std::isfinite(var)) {
-    const auto vd = hn::Set(d, dmean);
-    auto acc = Accumulate4(d, xr, n_main, [&](hn::Vec<D> a, hn::Vec<D> v) {
-      const auto c = hn::Sub(hn::Sub(v, vK), vd);
-      return hn::MulAdd(c, c, a);
-    });
-    if (rest) {
-      const auto c =
-          hn::IfThenElseZero(tail_mask, hn::Sub(hn::Sub(Tail<D, T>(xr + n_main, rest).load(d), vK), vd));
-      acc = hn::MulAdd(c, c, acc);
-    }
-    var = ReduceSum(d, acc) / A(n);
-  }
+  RowMomentSums<true>(d, xr, n, hn::Set(d, K), s1, s2);  // pass 1
   K_out = K;
-  dmean_out = dmean;
-  rs_out = A(1) / std::sqrt(std::max(var, A(0)) + A(eps));
+  ShiftedStatisticsFromSums(d, xr, n, eps, K, s1, s2, dmean_out, rs_out);
 }
 
 // ---- bf16 rows: the statistics from unshifted sums ----

@@ -71,19 +71,44 @@ void rms_norm_forward_reference(const T* x, const A* w, T* y, A* rstd, int64_t r
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
+// rstd = 1 / sqrt(mean(x^2) + eps) from the vector of sums of squares of a row of n values.
+template <class D>
+HWY_INLINE hn::TFromD<D> RstdFromSquares(D d, hn::Vec<D> ss, int64_t n, double eps) {
+  using A = hn::TFromD<D>;
+  return A(1) / std::sqrt(ReduceSum(d, ss) / A(n) + A(eps));
+}
+// x^2 added into acc: pass 1's step (Sum4).
+struct AddSquare {
+  template <class V>
+  HWY_INLINE V operator()(V acc, V v) const {
+    return hn::MulAdd(v, v, acc);
+  }
+};
+
 // pass 1 for row xr: rstd = 1 / sqrt(mean(x^2) + eps).
 template <class D, typename T>
 HWY_INLINE hn::TFromD<D> RMSNormRowRstd(D d, const T* HWY_RESTRICT xr, int64_t n, double eps) {
-  using A = hn::TFromD<D>;
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t n_main = n - n % L;
   const size_t rest = size_t(n - n_main);
-  auto ss = Accumulate4(d, xr, n_main, [](hn::Vec<D> acc, hn::Vec<D> v) { return hn::MulAdd(v, v, acc); });
+  auto ss = Accumulate4(d, xr, n_main, AddSquare());
   if (rest) {
     const auto v = Tail<D, T>(xr + n_main, rest).load(d);  // zero-padded: adds 0 to the sum of squares
     ss = hn::MulAdd(v, v, ss);
   }
-  return A(1) / std::sqrt(ReduceSum(d, ss) / A(n) + A(eps));
+  return RstdFromSquares(d, ss, n, eps);
+}
+
+// One step of pass 2 for R rows at once, columns [i, i + 2 Lanes): y = (x * rstd) * w, two vectors per row
+// so that one instruction stores both as bf16 (StoreAs2).
+template <int R, class D, typename T>
+HWY_INLINE void RMSNormOutputPair(D d, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                                  T* HWY_RESTRICT y, int64_t n, int64_t i, const hn::Vec<D>* vrs) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  const auto vw0 = hn::LoadU(d, w + i), vw1 = hn::LoadU(d, w + i + L);
+  for (int k = 0; k < R; ++k)
+    StoreAs2(d, hn::Mul(hn::Mul(LoadAs(d, x + k * n + i), vrs[k]), vw0),
+             hn::Mul(hn::Mul(LoadAs(d, x + k * n + i + L), vrs[k]), vw1), y + k * n + i);
 }
 
 // pass 2 for R rows at once, from x, y (rows n apart): y = (x * rstd) * w; each vector of w loaded serves
@@ -100,12 +125,9 @@ HWY_INLINE void RMSNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RE
   hn::Vec<D> vrs[R];
   for (int k = 0; k < R; ++k) vrs[k] = hn::Set(d, rs[k]);
   int64_t i = 0;
-  for (; i + 2 * L <= n_main; i += 2 * L) {  // two vectors at a time: one instruction stores both as bf16
-    const auto vw0 = hn::LoadU(d, w + i), vw1 = hn::LoadU(d, w + i + L);
+  for (; i + 2 * L <= n_main; i += 2 * L) {
     if (ahead) hwy::Prefetch(ahead + i);
-    for (int k = 0; k < R; ++k)
-      StoreAs2(d, hn::Mul(hn::Mul(LoadAs(d, x + k * n + i), vrs[k]), vw0),
-               hn::Mul(hn::Mul(LoadAs(d, x + k * n + i + L), vrs[k]), vw1), y + k * n + i);
+    RMSNormOutputPair<R>(d, x, w, y, n, i, vrs);
   }
   for (; i < n_main; i += L) {
     const auto vw = hn::LoadU(d, w + i);
@@ -123,15 +145,36 @@ HWY_INLINE void RMSNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RE
 }
 
 // Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows): pass 1 row by row, then one pass 2 for all
-// of them. Out of line, as LayerNorm's (layer_norm.cpp), so the one-row forward loop keeps its code.
+// of them. With n a multiple of 4 vectors, the next group's pass 1 runs inside this group's pass 2
+// (FusedGroupWalk, norm_simd-inl.h: the same operations, so the same bits). Out of line, as LayerNorm's
+// (layer_norm.cpp), so the one-row forward loop keeps its code.
 template <int kRows, typename T>
 HWY_NOINLINE void RMSNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                           T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT rstd, int64_t r0,
                                           int64_t r1, int64_t n, double eps) {
-  const hn::ScalableTag<AccT<T>> d;
+  using D = hn::ScalableTag<AccT<T>>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const bool fused = n % (4 * L) == 0;
+  for (int k = 0; k < kRows && r0 < r1; ++k) rstd[r0 + k] = RMSNormRowRstd(d, x + (r0 + k) * n, n, eps);
   for (int64_t r = r0; r < r1; r += kRows) {
-    for (int k = 0; k < kRows; ++k) rstd[r + k] = RMSNormRowRstd(d, x + (r + k) * n, n, eps);
-    RMSNormOutputRows<kRows>(x + r * n, w, y + r * n, n, rstd + r);
+    if (!fused || r + kRows == r1) {  // this group's output; the next group's pass 1 (if any) after it
+      RMSNormOutputRows<kRows>(x + r * n, w, y + r * n, n, rstd + r);
+      for (int k = 0; k < kRows && r + kRows < r1; ++k)
+        rstd[r + kRows + k] = RMSNormRowRstd(d, x + (r + kRows + k) * n, n, eps);
+      continue;
+    }
+    hn::Vec<D> vrs[kRows];
+    for (int k = 0; k < kRows; ++k) vrs[k] = hn::Set(d, rstd[r + k]);
+    // the next group's pass 1: its rows one after another, one vector sum, (kRows / 2) * 4 vectors per step
+    FusedGroupWalk<kRows>(
+        d, x + (r + kRows) * n, n, Sum4<D, AddSquare>(d, AddSquare()),
+        [&](int k, auto& sum) HWY_ATTR {
+          const T* row = x + (r + kRows + k) * n;
+          rstd[r + kRows + k] = RstdFromSquares(d, sum.Finish(d, row, n, n), n, eps);
+          sum = Sum4<D, AddSquare>(d, AddSquare());
+        },
+        [&](int64_t i) HWY_ATTR { RMSNormOutputPair<kRows>(d, x + r * n, w, y + r * n, n, i, vrs); });
   }
 }
 
