@@ -382,48 +382,60 @@ TEST(LayerNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // against five one-row calls (dweight and dbias accumulate in the same row order). f16 and bf16 rows (f32
   // weights and statistics) go four at a time too; one at a time, their backward keeps pass 1's c and g in a
   // buffer for pass 2 (rows up to 3072 values), so their dx here also checks that the buffer keeps the bits.
+  // Then 14 rows of 2560 (f64: 1280), a multiple of 4 vectors on every target: the forward's groups 0 and 1
+  // walk with the next group's statistics inside (LayerNormOutputFused), group 2 is the last, rows 12-13 go
+  // one at a time. Row 6's first 16 values are 50 above the rest, so that its shift K sits far from its mean
+  // and its statistics take the centred second pass inside group 0's walk; row 9 sits at mean 30.
   const int targets = for_each_target([&] {
-    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-      const int64_t rows = 5, n = dt == DType::f64 ? 1031 : 3001;
-      const DType acc = compute_dtype(dt);
-      Generator gen{uint64_t(n)};
-      Tensor x = randn({rows, n}, gen).to(dt), dy = randn({rows, n}, gen).to(dt);
-      Tensor w = randn({n}, gen, acc), b = randn({n}, gen, acc);
-      auto both = [&]<typename T, typename A>() {
-        const T *px = x.data<T>(), *pdy = dy.data<T>();
-        const A *pw = w.data<A>(), *pb = b.data<A>();
-        const size_t all = static_cast<size_t>(rows * n);
-        std::vector<T> y4(all), y1(all), dx4(all), dx1(all);
-        std::vector<A> m4(static_cast<size_t>(rows)), m1(m4.size()), rs4(m4.size()), rs1(m4.size());
-        std::vector<A> dw4(static_cast<size_t>(n), A(0)), dw1(dw4), db4(dw4), db1(dw4);
-        norms::layer_norm_forward_rows<T, A>(px, pw, pb, y4.data(), m4.data(), rs4.data(), rows, n, A(1e-5));
-        norms::layer_norm_backward_rows<T, A>(pdy, px, pw, m4.data(), rs4.data(), dx4.data(), dw4.data(),
-                                              db4.data(), rows, n);
-        for (int64_t r = 0; r < rows; ++r) {
-          norms::layer_norm_forward_rows<T, A>(px + r * n, pw, pb, y1.data() + r * n, m1.data() + r,
-                                               rs1.data() + r, 1, n, A(1e-5));
-          norms::layer_norm_backward_rows<T, A>(pdy + r * n, px + r * n, pw, m1.data() + r, rs1.data() + r,
-                                                dx1.data() + r * n, dw1.data(), db1.data(), 1, n);
+    for (int64_t rows : {5, 14})
+      for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+        const int64_t n = rows == 5 ? (dt == DType::f64 ? 1031 : 3001) : (dt == DType::f64 ? 1280 : 2560);
+        const DType acc = compute_dtype(dt);
+        Generator gen{uint64_t(n)};
+        std::vector<double> xs = randn({rows, n}, gen, DType::f64).to_vector<double>();
+        if (rows == 14) {
+          for (int64_t i = 0; i < 16; ++i) xs[size_t(6 * n + i)] += 50.0;
+          for (int64_t i = 0; i < n; ++i) xs[size_t(9 * n + i)] += 30.0;
         }
-        auto same = [](const std::vector<T>& p, const std::vector<T>& q) {
-          return std::memcmp(p.data(), q.data(), p.size() * sizeof(T)) == 0;
+        Tensor x = from_vector(xs, {rows, n}).to(dt), dy = randn({rows, n}, gen).to(dt);
+        Tensor w = randn({n}, gen, acc), b = randn({n}, gen, acc);
+        auto both = [&]<typename T, typename A>() {
+          const T *px = x.data<T>(), *pdy = dy.data<T>();
+          const A *pw = w.data<A>(), *pb = b.data<A>();
+          const size_t all = static_cast<size_t>(rows * n);
+          std::vector<T> y4(all), y1(all), dx4(all), dx1(all);
+          std::vector<A> m4(static_cast<size_t>(rows)), m1(m4.size()), rs4(m4.size()), rs1(m4.size());
+          std::vector<A> dw4(static_cast<size_t>(n), A(0)), dw1(dw4), db4(dw4), db1(dw4);
+          norms::layer_norm_forward_rows<T, A>(px, pw, pb, y4.data(), m4.data(), rs4.data(), rows, n,
+                                               A(1e-5));
+          norms::layer_norm_backward_rows<T, A>(pdy, px, pw, m4.data(), rs4.data(), dx4.data(), dw4.data(),
+                                                db4.data(), rows, n);
+          for (int64_t r = 0; r < rows; ++r) {
+            norms::layer_norm_forward_rows<T, A>(px + r * n, pw, pb, y1.data() + r * n, m1.data() + r,
+                                                 rs1.data() + r, 1, n, A(1e-5));
+            norms::layer_norm_backward_rows<T, A>(pdy + r * n, px + r * n, pw, m1.data() + r, rs1.data() + r,
+                                                  dx1.data() + r * n, dw1.data(), db1.data(), 1, n);
+          }
+          auto same = [](const std::vector<T>& p, const std::vector<T>& q) {
+            return std::memcmp(p.data(), q.data(), p.size() * sizeof(T)) == 0;
+          };
+          const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n);
+          EXPECT_TRUE(same(y4, y1)) << what;
+          EXPECT_TRUE(m4 == m1 && rs4 == rs1) << what;
+          EXPECT_TRUE(same(dx4, dx1)) << what;
+          EXPECT_TRUE(db4 == db1) << what;
+          double worst = 0, scale = 0;
+          for (size_t i = 0; i < dw4.size(); ++i) {
+            worst = std::max(worst, std::abs(double(dw4[i]) - double(dw1[i])));
+            scale = std::max(scale, std::abs(double(dw1[i])));
+          }
+          EXPECT_LE(worst, 8 * double(std::numeric_limits<A>::epsilon()) * scale) << what;
         };
-        EXPECT_TRUE(same(y4, y1)) << dtype_name(dt);
-        EXPECT_TRUE(m4 == m1 && rs4 == rs1) << dtype_name(dt);
-        EXPECT_TRUE(same(dx4, dx1)) << dtype_name(dt);
-        EXPECT_TRUE(db4 == db1) << dtype_name(dt);
-        double worst = 0, scale = 0;
-        for (size_t i = 0; i < dw4.size(); ++i) {
-          worst = std::max(worst, std::abs(double(dw4[i]) - double(dw1[i])));
-          scale = std::max(scale, std::abs(double(dw1[i])));
-        }
-        EXPECT_LE(worst, 8 * double(std::numeric_limits<A>::epsilon()) * scale) << dtype_name(dt);
-      };
-      if (dt == DType::f32) both.template operator()<float, float>();
-      if (dt == DType::f64) both.template operator()<double, double>();
-      if (dt == DType::f16) both.template operator()<f16, float>();
-      if (dt == DType::bf16) both.template operator()<bf16, float>();
-    }
+        if (dt == DType::f32) both.template operator()<float, float>();
+        if (dt == DType::f64) both.template operator()<double, double>();
+        if (dt == DType::f16) both.template operator()<f16, float>();
+        if (dt == DType::bf16) both.template operator()<bf16, float>();
+      }
   });
   EXPECT_GE(targets, 2);
 }

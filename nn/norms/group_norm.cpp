@@ -792,8 +792,7 @@ HWY_INLINE hn::Vec<D> RsqrtNewton(D d, hn::Vec<D> v) {
 }
 
 // (the lambdas of the kernels below are large, and GCC called them out of line, each call behind a
-// vzeroupper: 20% slower)
-#define NG_ALWAYS_INLINE __attribute__((always_inline))
+// vzeroupper: 20% slower; hence NG_ALWAYS_INLINE, norm_simd-inl.h)
 
 // The statistics of a batch, lane q for its group q (nb groups from group r, the first at channel ch).
 template <class D>

@@ -102,6 +102,24 @@ void layer_norm_forward_reference(const T* x, const A* w, const A* b, T* y, A* m
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
 
+// One step of pass 2 for R rows at once, columns [j, j + 2 Lanes): y = (x - K) * rstd + (-d * rstd), then
+// * w + b (vneg = -d * rstd), two vectors per row so that one instruction stores both as bf16 (StoreAs2).
+// !kShifted: the rows' statistics came unshifted (K = 0), and x - K is x.
+template <int R, bool kShifted, class D, typename T>
+HWY_INLINE void LayerNormOutputPair(D d, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                                    const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n, int64_t j,
+                                    const hn::Vec<D>* vK, const hn::Vec<D>* vrs, const hn::Vec<D>* vneg) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  auto centre = [&](hn::Vec<D> v, int k) HWY_ATTR { return kShifted ? hn::Sub(v, vK[k]) : v; };
+  const auto vw0 = hn::LoadU(d, w + j), vb0 = hn::LoadU(d, b + j);
+  const auto vw1 = hn::LoadU(d, w + j + L), vb1 = hn::LoadU(d, b + j + L);
+  for (int k = 0; k < R; ++k) {
+    const auto xhat0 = hn::MulAdd(centre(LoadAs(d, x + k * n + j), k), vrs[k], vneg[k]);
+    const auto xhat1 = hn::MulAdd(centre(LoadAs(d, x + k * n + j + L), k), vrs[k], vneg[k]);
+    StoreAs2(d, hn::MulAdd(xhat0, vw0, vb0), hn::MulAdd(xhat1, vw1, vb1), y + k * n + j);
+  }
+}
+
 // pass 2 for R rows at once, from x, y (rows n apart): y = (x - K) * rstd + (-d * rstd), then * w + b.
 // Each vector of w and b loaded serves the R rows. ahead (R = 1; null: none): a row of n 16-bit values
 // to prefetch on the way, one prefetch per two vectors (a 64-byte line on AVX-512; RowAfterNext,
@@ -125,15 +143,9 @@ HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_
   // x - K; no subtraction in the rows whose statistics came unshifted (the same value: x - 0 = x)
   auto centre = [&](hn::Vec<D> v, int k) HWY_ATTR { return kShifted ? hn::Sub(v, vK[k]) : v; };
   int64_t j = 0;
-  for (; j + 2 * L <= n_main; j += 2 * L) {  // two vectors at a time: one instruction stores both as bf16
-    const auto vw0 = hn::LoadU(d, w + j), vb0 = hn::LoadU(d, b + j);
-    const auto vw1 = hn::LoadU(d, w + j + L), vb1 = hn::LoadU(d, b + j + L);
+  for (; j + 2 * L <= n_main; j += 2 * L) {
     if (ahead) hwy::Prefetch(ahead + j);
-    for (int k = 0; k < R; ++k) {
-      const auto xhat0 = hn::MulAdd(centre(LoadAs(d, x + k * n + j), k), vrs[k], vneg[k]);
-      const auto xhat1 = hn::MulAdd(centre(LoadAs(d, x + k * n + j + L), k), vrs[k], vneg[k]);
-      StoreAs2(d, hn::MulAdd(xhat0, vw0, vb0), hn::MulAdd(xhat1, vw1, vb1), y + k * n + j);
-    }
+    LayerNormOutputPair<R, kShifted>(d, x, w, b, y, n, j, vK, vrs, vneg);
   }
   for (; j < n_main; j += L) {
     const auto vw = hn::LoadU(d, w + j), vb = hn::LoadU(d, b + j);
@@ -166,9 +178,50 @@ HWY_INLINE void LayerNormOutput(const T* HWY_RESTRICT x, const AccT<T>* HWY_REST
   LayerNormOutputRows<R, true>(x, w, b, y, n, K, dmean, rs, ahead);
 }
 
+// The output walk of the kRows rows at x (statistics K, dm, rs) with the next group's statistics inside it
+// (FusedGroupWalk, norm_simd-inl.h; n a multiple of 4 vectors): the rows at next get their K, dm and rs, and
+// their mean and rstd stored at mean_next, rstd_next. The same operations per row as ShiftedRowStatistics,
+// so the same bits.
+template <int kRows, bool kShifted, typename T>
+HWY_INLINE void LayerNormOutputFused(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
+                                     const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n,
+                                     const AccT<T>* K, const AccT<T>* dm, const AccT<T>* rs,
+                                     const T* HWY_RESTRICT next, AccT<T>* K_next, AccT<T>* dm_next,
+                                     AccT<T>* rs_next, AccT<T>* HWY_RESTRICT mean_next,
+                                     AccT<T>* HWY_RESTRICT rstd_next, double eps) {
+  using A = AccT<T>;
+  using D = hn::ScalableTag<A>;
+  const D d;
+  hn::Vec<D> vK[kRows], vrs[kRows], vneg[kRows];
+  for (int k = 0; k < kRows; ++k) {
+    vK[k] = hn::Set(d, K[k]);
+    vrs[k] = hn::Set(d, rs[k]);
+    vneg[k] = hn::Set(d, -dm[k] * rs[k]);
+  }
+  K_next[0] = RowShift(d, next, n);
+  FusedGroupWalk<kRows>(
+      d, next, n, MomentSums4<true, D>(d, hn::Set(d, K_next[0])),
+      [&](int k, auto& sums) HWY_ATTR NG_ALWAYS_INLINE {
+        const T* row = next + k * n;
+        A s1, s2;
+        sums.Finish(d, row, n, n, s1, s2);
+        ShiftedStatisticsFromSums(d, row, n, eps, K_next[k], s1, s2, dm_next[k], rs_next[k]);
+        mean_next[k] = K_next[k] + dm_next[k];
+        rstd_next[k] = rs_next[k];
+        if (k + 1 < kRows) {
+          K_next[k + 1] = RowShift(d, row + n, n);
+          sums = MomentSums4<true, D>(d, hn::Set(d, K_next[k + 1]));
+        }
+      },
+      [&](int64_t j) HWY_ATTR NG_ALWAYS_INLINE {
+        LayerNormOutputPair<kRows, kShifted>(d, x, w, b, y, n, j, vK, vrs, vneg);
+      });
+}
+
 // Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows): their statistics row by row, then one output
-// walk for all of them. Out of line, so that it does not change the code of the one-row loop below (when it
-// was inlined there, that loop ran 15-30% slower at 4096 x 1024).
+// walk for all of them; with n a multiple of 4 vectors, the next group's statistics inside this group's
+// output walk (LayerNormOutputFused). Out of line, so that it does not change the code of the one-row loop
+// below (when it was inlined there, that loop ran 15-30% slower at 4096 x 1024).
 template <int kRows, typename T>
 HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                             const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y,
@@ -176,14 +229,36 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
                                             int64_t r0, int64_t r1, int64_t n, double eps) {
   using A = AccT<T>;
   const hn::ScalableTag<A> d;
-  for (int64_t r = r0; r < r1; r += kRows) {
-    A K[kRows], dm[kRows], rs[kRows];
+  const bool fused = n % (4 * int64_t(hn::Lanes(d))) == 0;
+  A K[kRows], dm[kRows], rs[kRows];  // the statistics of the group at r
+  auto statistics = [&](int64_t r) HWY_ATTR {
     for (int k = 0; k < kRows; ++k) {
       ShiftedRowStatistics(d, x + (r + k) * n, n, eps, K[k], dm[k], rs[k]);
       mean[r + k] = K[k] + dm[k];
       rstd[r + k] = rs[k];
     }
-    LayerNormOutput<kRows>(x + r * n, w, b, y + r * n, n, K, dm, rs);
+  };
+  if (r0 < r1) statistics(r0);
+  for (int64_t r = r0; r < r1; r += kRows) {
+    if (!fused || r + kRows == r1) {  // this group's output; the next group's statistics (if any) after it
+      LayerNormOutput<kRows>(x + r * n, w, b, y + r * n, n, K, dm, rs);
+      if (r + kRows < r1) statistics(r + kRows);
+      continue;
+    }
+    A K1[kRows], dm1[kRows], rs1[kRows];
+    const T* next = x + (r + kRows) * n;
+    bool shifted = true;  // as LayerNormOutput: without the subtraction when every K is 0 (bf16 rows)
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      shifted = false;
+      for (int k = 0; k < kRows; ++k) shifted |= K[k] != 0;
+    }
+    if (shifted)
+      LayerNormOutputFused<kRows, true>(x + r * n, w, b, y + r * n, n, K, dm, rs, next, K1, dm1, rs1,
+                                        mean + r + kRows, rstd + r + kRows, eps);
+    else
+      LayerNormOutputFused<kRows, false>(x + r * n, w, b, y + r * n, n, K, dm, rs, next, K1, dm1, rs1,
+                                         mean + r + kRows, rstd + r + kRows, eps);
+    std::copy(K1, K1 + kRows, K), std::copy(dm1, dm1 + kRows, dm), std::copy(rs1, rs1 + kRows, rs);
   }
 }
 

@@ -169,12 +169,13 @@ HWY_NOINLINE void RMSNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<T>
     // the next group's pass 1: its rows one after another, one vector sum, (kRows / 2) * 4 vectors per step
     FusedGroupWalk<kRows>(
         d, x + (r + kRows) * n, n, Sum4<D, AddSquare>(d, AddSquare()),
-        [&](int k, auto& sum) HWY_ATTR {
+        [&](int k, auto& sum) HWY_ATTR NG_ALWAYS_INLINE {
           const T* row = x + (r + kRows + k) * n;
           rstd[r + kRows + k] = RstdFromSquares(d, sum.Finish(d, row, n, n), n, eps);
           sum = Sum4<D, AddSquare>(d, AddSquare());
         },
-        [&](int64_t i) HWY_ATTR { RMSNormOutputPair<kRows>(d, x + r * n, w, y + r * n, n, i, vrs); });
+        [&](int64_t i)
+            HWY_ATTR NG_ALWAYS_INLINE { RMSNormOutputPair<kRows>(d, x + r * n, w, y + r * n, n, i, vrs); });
   }
 }
 
