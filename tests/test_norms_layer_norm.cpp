@@ -188,20 +188,24 @@ TEST(LayerNorm, UnrepresentativeRowStartsTakeTheCentredPath) {
 
 TEST(LayerNorm, Bf16RowsTheUnshiftedSumsCannotTrustAreShifted) {
   // The fast forward sums a short bf16 row and its squares unshifted and uses S2/n - mean^2
-  // (UnshiftedRowStatistics, norm_simd-inl.h); it must hand rows where that cancels to the shifted path,
+  // (UnshiftedStatisticsFromSums, norm_simd-inl.h); it must hand rows where that cancels to the shifted path,
   // and get the others right:
   //   kind 0: 1000 everywhere but every 64th value 1004: mean^2 / var ~ 4e6, the subtraction loses all
   //   kind 1: +-2^-70 (1 + k/16) in pairs, mean exactly 0: the squares are f32 denormals (no cancellation,
   //           but 9 significant bits; at this eps the variance is all that sets rstd)
   //   kind 2: randn + 30: mean^2 / var ~ 900
-  // The rows go in the gate's blocks of 16 (UnshiftedGate; one block per 16 rows here: rows of 200 and 1000
-  // are one chunk of 80 rows, and chunks of 16, in layer_norm_forward_fast). Block k < 3 opens with a randn
-  // row, which the unshifted sums take, so that its row 1, of kind k, is tried; block 3 opens with a row of
-  // kind 0, which shuts the gate for its randn rows; block 4 is randn. Every row against the f64 formula on
-  // the same bf16 inputs, on every SIMD target. (Both n leave a tail of 8 values.)
+  // The rows go in the gate's blocks of 16 (UnshiftedGate; one block per 16 rows here: rows of 200, 1000 and
+  // 2560 are one chunk of 80 rows, and chunks of 16, in layer_norm_forward_fast). Block k < 3 opens with a
+  // randn row, which the unshifted sums take, so that its row 1, of kind k, is tried; block 3 opens with a
+  // row of kind 0, which shuts the gate for its randn rows; block 4 is randn. Every row against the f64
+  // formula on the same bf16 inputs, on every SIMD target. (200 and 1000 leave a tail of 8 values.) Rows of
+  // 2560 go four per output walk with the next four's sums taken inside it (LayerNormOutputFused): unshifted
+  // while the gate is open, so row 48 is refused after the walk took its unshifted sums (rows 49-51 then
+  // need shifted ones from the cache), and shifted while it is shut, so row 64, which opens block 4 and is
+  // trusted, needs unshifted ones from the cache.
   const double eps = 1e-45;  // (f32: a denormal; lets the tiny row's variance matter)
   const int64_t rows = 80;
-  for (int64_t n : {1000, 200}) {
+  for (int64_t n : {1000, 200, 2560}) {
     Generator gen{uint64_t(n)};
     std::vector<double> xs = randn({rows * n}, gen, DType::f64).to_vector<double>();
     auto make = [&](int64_t row, int kind) {

@@ -135,11 +135,13 @@ TEST(Determinism, RowNormForwardsGiveTheSameBitsInEveryRunOfChunks) {
   //   n = 700 bf16 (grain 16384 / 700 = 23 rows, rounded up to 32, two UnshiftedGate blocks): every 7th row
   //     sits far from 0 (mean 30), so a gate block that started on another row would decide otherwise;
   //   n = 3000 (grain 5 rows): wide rows go four at a time from the start of a run;
+  //   n = 2560 (bf16 grain 16 rows): four at a time, the next four's sums taken in the output walk, unshifted
+  //     or shifted as the gate guesses from the rows before (LayerNormOutputFused);
   //   n = 256 (grain 64 rows): short rows, software-pipelined across the run.
   ThreadCountGuard guard;
   Generator gen(11);
   for (DType dt : {DType::f32, DType::bf16}) {
-    for (int64_t n : {700, 3000, 256}) {
+    for (int64_t n : {700, 3000, 2560, 256}) {
       const int64_t rows = 203;
       std::vector<double> xs = randn({rows, n}, gen, DType::f64).to_vector<double>();
       for (int64_t r = 0; r < rows; r += 7)

@@ -57,9 +57,9 @@ TEST(SmokeCore, GradcheckCoreOps) {
 TEST(SmokeCore, HalfConversionRoundsToNearestEven) {
   EXPECT_EQ(f32_to_f16(1.0f).bits, 0x3c00);
   EXPECT_EQ(f32_to_f16(65504.0f).bits, 0x7bff);
-  EXPECT_EQ(f32_to_f16(65520.0f).bits, 0x7c00);                       // rounds up to inf
-  EXPECT_EQ(f32_to_f16(5.960464477539063e-08f).bits, 0x0001);         // smallest subnormal
+  EXPECT_EQ(f32_to_f16(65520.0f).bits, 0x7c00);                // rounds up to inf
+  EXPECT_EQ(f32_to_f16(5.960464477539063e-08f).bits, 0x0001);  // smallest subnormal
   EXPECT_EQ(f16_to_f32(f16{0x0001}), 5.960464477539063e-08f);
-  EXPECT_EQ(f32_to_bf16(1.00390625f).bits, 0x3f80);                   // tie -> even (down)
-  EXPECT_EQ(f32_to_bf16(1.01171875f).bits, 0x3f82);                   // tie -> even (up)
+  EXPECT_EQ(f32_to_bf16(1.00390625f).bits, 0x3f80);  // tie -> even (down)
+  EXPECT_EQ(f32_to_bf16(1.01171875f).bits, 0x3f82);  // tie -> even (up)
 }

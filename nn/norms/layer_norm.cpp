@@ -180,15 +180,16 @@ HWY_INLINE void LayerNormOutput(const T* HWY_RESTRICT x, const AccT<T>* HWY_REST
 
 // The output walk of the kRows rows at x (statistics K, dm, rs) with the next group's statistics inside it
 // (FusedGroupWalk, norm_simd-inl.h; n a multiple of 4 vectors): the rows at next get their K, dm and rs, and
-// their mean and rstd stored at mean_next, rstd_next. The same operations per row as ShiftedRowStatistics,
-// so the same bits.
-template <int kRows, bool kShifted, typename T>
+// their mean and rstd stored at mean_next, rstd_next. The walk takes the rows' unshifted sums (kTry, bf16)
+// or their shifted ones, and hands them to LayerNormRowStatistics, which takes the other kind from the cache
+// where a row needs it. The same operations per row as a row on its own, so the same bits.
+template <int kRows, bool kShifted, bool kTry, typename T>
 HWY_INLINE void LayerNormOutputFused(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                      const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n,
                                      const AccT<T>* K, const AccT<T>* dm, const AccT<T>* rs,
                                      const T* HWY_RESTRICT next, AccT<T>* K_next, AccT<T>* dm_next,
                                      AccT<T>* rs_next, AccT<T>* HWY_RESTRICT mean_next,
-                                     AccT<T>* HWY_RESTRICT rstd_next, double eps) {
+                                     AccT<T>* HWY_RESTRICT rstd_next, UnshiftedGate& gate, double eps) {
   using A = AccT<T>;
   using D = hn::ScalableTag<A>;
   const D d;
@@ -198,42 +199,51 @@ HWY_INLINE void LayerNormOutputFused(const T* HWY_RESTRICT x, const AccT<T>* HWY
     vrs[k] = hn::Set(d, rs[k]);
     vneg[k] = hn::Set(d, -dm[k] * rs[k]);
   }
-  K_next[0] = RowShift(d, next, n);
+  using Sums = MomentSums4<!kTry, D>;  // unshifted sums for kTry
+  auto start = [&](int k) HWY_ATTR NG_ALWAYS_INLINE {
+    if (!kTry) K_next[k] = RowShift(d, next + k * n, n);
+    return Sums(d, hn::Set(d, kTry ? A(0) : K_next[k]));
+  };
   FusedGroupWalk<kRows>(
-      d, next, n, MomentSums4<true, D>(d, hn::Set(d, K_next[0])),
-      [&](int k, auto& sums) HWY_ATTR NG_ALWAYS_INLINE {
+      d, next, n, start(0),
+      [&](int k, Sums& sums) HWY_ATTR NG_ALWAYS_INLINE {
         const T* row = next + k * n;
-        A s1, s2;
-        sums.Finish(d, row, n, n, s1, s2);
-        ShiftedStatisticsFromSums(d, row, n, eps, K_next[k], s1, s2, dm_next[k], rs_next[k]);
+        A s12[2];
+        sums.Finish(d, row, n, n, s12[0], s12[1]);
+        if constexpr (kTry) {
+          LayerNormRowStatistics(d, row, n, eps, gate, K_next[k], dm_next[k], rs_next[k], s12);
+        } else {
+          const A sums_K[3] = {K_next[k], s12[0], s12[1]};
+          LayerNormRowStatistics(d, row, n, eps, gate, K_next[k], dm_next[k], rs_next[k], nullptr, sums_K);
+        }
         mean_next[k] = K_next[k] + dm_next[k];
         rstd_next[k] = rs_next[k];
-        if (k + 1 < kRows) {
-          K_next[k + 1] = RowShift(d, row + n, n);
-          sums = MomentSums4<true, D>(d, hn::Set(d, K_next[k + 1]));
-        }
+        if (k + 1 < kRows) sums = start(k + 1);
       },
       [&](int64_t j) HWY_ATTR NG_ALWAYS_INLINE {
         LayerNormOutputPair<kRows, kShifted>(d, x, w, b, y, n, j, vK, vrs, vneg);
       });
 }
 
-// Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows): their statistics row by row, then one output
-// walk for all of them; with n a multiple of 4 vectors, the next group's statistics inside this group's
-// output walk (LayerNormOutputFused). Out of line, so that it does not change the code of the one-row loop
-// below (when it was inlined there, that loop ran 15-30% slower at 4096 x 1024).
+// Rows [r0, r1) kRows at a time (r1 - r0 a multiple of kRows): their statistics row by row
+// (LayerNormRowStatistics, the rows in order through the gate), then one output walk for all of them; with n
+// a multiple of 4 vectors, the next group's statistics inside this group's output walk
+// (LayerNormOutputFused). Out of line, so that it does not change the code of the one-row loop below (when
+// it was inlined there, that loop ran 15-30% slower at 4096 x 1024).
 template <int kRows, typename T>
 HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                             const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y,
                                             AccT<T>* HWY_RESTRICT mean, AccT<T>* HWY_RESTRICT rstd,
-                                            int64_t r0, int64_t r1, int64_t n, double eps) {
+                                            int64_t r0, int64_t r1, int64_t n, double eps,
+                                            UnshiftedGate& gate) {
   using A = AccT<T>;
+  constexpr bool kBf16 = std::is_same_v<T, hwy::bfloat16_t>;
   const hn::ScalableTag<A> d;
   const bool fused = n % (4 * int64_t(hn::Lanes(d))) == 0;
   A K[kRows], dm[kRows], rs[kRows];  // the statistics of the group at r
   auto statistics = [&](int64_t r) HWY_ATTR {
     for (int k = 0; k < kRows; ++k) {
-      ShiftedRowStatistics(d, x + (r + k) * n, n, eps, K[k], dm[k], rs[k]);
+      LayerNormRowStatistics(d, x + (r + k) * n, n, eps, gate, K[k], dm[k], rs[k]);
       mean[r + k] = K[k] + dm[k];
       rstd[r + k] = rs[k];
     }
@@ -247,17 +257,30 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
     }
     A K1[kRows], dm1[kRows], rs1[kRows];
     const T* next = x + (r + kRows) * n;
+    A* mean1 = mean + r + kRows;
+    A* rstd1 = rstd + r + kRows;
     bool shifted = true;  // as LayerNormOutput: without the subtraction when every K is 0 (bf16 rows)
-    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    if constexpr (kBf16) {
       shifted = false;
       for (int k = 0; k < kRows; ++k) shifted |= K[k] != 0;
     }
-    if (shifted)
-      LayerNormOutputFused<kRows, true>(x + r * n, w, b, y + r * n, n, K, dm, rs, next, K1, dm1, rs1,
-                                        mean + r + kRows, rstd + r + kRows, eps);
-    else
-      LayerNormOutputFused<kRows, false>(x + r * n, w, b, y + r * n, n, K, dm, rs, next, K1, dm1, rs1,
-                                         mean + r + kRows, rstd + r + kRows, eps);
+    // The walk takes the sums the rows will most likely use: unshifted while the gate is open. (It guesses
+    // for a block that starts in the next group; a wrong guess costs a pass over a row from the cache.)
+    const bool tries = kBf16 && gate.open;
+#define NG_LN_FUSED(kShifted, kTry)                                                                         \
+  LayerNormOutputFused<kRows, kShifted, kTry>(x + r * n, w, b, y + r * n, n, K, dm, rs, next, K1, dm1, rs1, \
+                                              mean1, rstd1, gate, eps)
+    if (shifted && !tries) {
+      NG_LN_FUSED(true, false);
+    } else if constexpr (kBf16) {
+      if (shifted)
+        NG_LN_FUSED(true, true);
+      else if (tries)
+        NG_LN_FUSED(false, true);
+      else
+        NG_LN_FUSED(false, false);
+    }
+#undef NG_LN_FUSED
     std::copy(K1, K1 + kRows, K), std::copy(dm1, dm1 + kRows, dm), std::copy(rs1, rs1 + kRows, rs);
   }
 }
@@ -273,9 +296,10 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   // 1024 x 4096 against 1.2-1.3 ms at 4096 x 1024, the same bytes.
   constexpr int kRows = 4;
   int64_t r = r0;
+  UnshiftedGate gate;  // which bf16 rows try the unshifted sums (norm_simd-inl.h)
   if (int64_t(2 * sizeof(A)) * n > 16384) {
     r = r0 + (r1 - r0) / kRows * kRows;
-    LayerNormForwardRowGroups<kRows>(x, w, b, y, mean, rstd, r0, r, n, eps);
+    LayerNormForwardRowGroups<kRows>(x, w, b, y, mean, rstd, r0, r, n, eps, gate);
   }
   if (r < r1 && n * int64_t(sizeof(T)) <= 2048) {
     // Short rows (at most 2 KiB of x): software-pipelined, the NEXT row's statistics before this row's
@@ -287,16 +311,15 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     // 0.382 -> 0.324 ms, 65536 x 64 0.701 -> 0.637 ms, 8192 x 512 0.310 -> 0.297 ms; bf16 16384 x 256
     // 0.582 -> 0.474 ms, 4096 x 1024 0.396 -> 0.364 ms. With 4 KiB rows (f32 4096 x 1024) it was 4-8% slower.
     //
-    // Only these rows try the unshifted bf16 sums (UnshiftedRowStatistics, UnshiftedGate: norm_simd-inl.h).
+    // bf16 rows try the unshifted sums (UnshiftedStatisticsFromSums, UnshiftedGate: norm_simd-inl.h).
     // Measured (Intel Xeon VM, 2 threads, scripts/bench_ab.py --rounds 5, best ms; randn rows): 16384 x 256
-    // 0.503 -> 0.400, 4096 x 1024 0.415 -> 0.376. Rows of 8 KiB (1024 x 4096, four per output walk) were
-    // level with the first version of it (vdpbf16ps: 0.386 -> 0.386) and keep the shifted statistics. Rows
-    // at mean 4, std 1 (--norm-mean 4: every block of 16 rows pays for one refused attempt): 0.503 -> 0.517
-    // and 0.421 -> 0.430.
+    // 0.503 -> 0.400, 4096 x 1024 0.415 -> 0.376. Rows at mean 4, std 1 (--norm-mean 4: every block of 16
+    // rows pays for one refused attempt): 0.503 -> 0.517 and 0.421 -> 0.430. (Rows of 8 KiB, 1024 x 4096,
+    // were level with the first version of it, vdpbf16ps, 0.386 -> 0.386; they try the unshifted sums since
+    // their next group's sums are taken inside the output walk: LayerNormOutputFused.)
     //
     // f16/bf16 rows of 1 KiB and more ask for the row after next during the output walk (RowAfterNext,
     // norm_simd-inl.h, says why and what it measured).
-    UnshiftedGate gate;
     A K, dm, rs;
     LayerNormRowStatistics(d, x + r * n, n, eps, gate, K, dm, rs);
     for (; r < r1; ++r) {
@@ -311,7 +334,7 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   }
   for (; r < r1; ++r) {
     A K, dm, rs;
-    ShiftedRowStatistics(d, x + r * n, n, eps, K, dm, rs);
+    LayerNormRowStatistics(d, x + r * n, n, eps, gate, K, dm, rs);
     mean[r] = K + dm;
     rstd[r] = rs;
     LayerNormOutput<1>(x + r * n, w, b, y + r * n, n, &K, &dm, &rs);

@@ -363,7 +363,7 @@ struct MomentSums4 {
 };
 
 // The sums of MomentSums4 over the n values at xr. The pass 1 of ShiftedRowStatistics and
-// UnshiftedRowStatistics.
+// LayerNormRowStatistics (unshifted).
 template <bool kShift, class D, typename T>
 HWY_INLINE void RowMomentSums(D d, const T* HWY_RESTRICT xr, int64_t n, hn::Vec<D> vK, hn::TFromD<D>& s1_out,
                               hn::TFromD<D>& s2_out) {
@@ -451,12 +451,11 @@ HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, d
 // loop of 4 of them and 8 independent FMAs took 12.2 cycles, the 8 FMAs alone 4.7. These sums measured level
 // with it (16384 x 256: 0.423 -> 0.400 ms, 4096 x 1024: 0.360 -> 0.373), and need no inline assembly, no
 // check for the instruction's flushed denormals, and no particular CPU.)
-template <class D>
-HWY_INLINE bool UnshiftedRowStatistics(D d, const hwy::bfloat16_t* HWY_RESTRICT xr, int64_t n, double eps,
-                                       hn::TFromD<D>& mean_out, hn::TFromD<D>& rs_out) {
-  using A = hn::TFromD<D>;
-  A S1, S2;
-  RowMomentSums<false>(d, xr, n, hn::Zero(d), S1, S2);
+
+// From a row's unshifted sums S1 = sum x and S2 = sum x^2 (RowMomentSums<false>, or LayerNorm's fused walk),
+// whether they can be trusted, and if so the mean and rstd.
+template <typename A>
+HWY_INLINE bool UnshiftedStatisticsFromSums(int64_t n, double eps, A S1, A S2, A& mean_out, A& rs_out) {
   const A mean = S1 / A(n), m2 = S2 / A(n);
   const A var = m2 - mean * mean;
   if (!std::isfinite(var) || mean * mean * A(5) > m2) return false;
@@ -476,32 +475,58 @@ HWY_INLINE bool UnshiftedRowStatistics(D d, const hwy::bfloat16_t* HWY_RESTRICT 
 struct UnshiftedGate {
   int left = 0;       // rows left in the current block
   bool open = false;  // whether the unshifted sums were trusted on the block's first row
+
+  // The next row's step: whether it tries the unshifted sums, and whether it opens a block (its try then
+  // decides for the block: Tried). Once per row, in order.
+  struct Step {
+    bool tries, first;
+  };
+  Step Next() {
+    const bool first = left == 0;
+    if (first) left = int(kUnshiftedGateRows);
+    --left;
+    return {first || open, first};
+  }
+  // After the row of step st tried: trusted or not, passed through.
+  bool Tried(Step st, bool trusted) {
+    if (st.first) open = trusted;
+    return trusted;
+  }
 };
 
-// A short row's statistics for LayerNorm's forward (K, d = mean - K and rstd, as ShiftedRowStatistics gives
-// them): a bf16 row tries the unshifted sums first where the gate lets it (K = 0); other rows, and the rows
-// refused, are shifted. The rows of a kernel call must come in order, each once.
+// A row's statistics for LayerNorm's forward (K, d = mean - K and rstd, as ShiftedRowStatistics gives them):
+// a bf16 row tries the unshifted sums first where the gate lets it (K = 0); other rows, and the rows refused,
+// are shifted. The rows of a kernel call must come in order, each once. The row's sums may come already
+// taken (LayerNorm's fused walk): unshifted, {S1, S2}, or shifted, {K, s1, s2}; the others are taken here
+// from the row, where they are needed. Either way the same bits.
 template <class D, typename T>
 HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
                                        UnshiftedGate& gate, hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out,
-                                       hn::TFromD<D>& rs_out) {
+                                       hn::TFromD<D>& rs_out, const hn::TFromD<D>* unshifted = nullptr,
+                                       const hn::TFromD<D>* shifted = nullptr) {
   if constexpr (UseBf16Pairs<D, T>()) {
-    bool trusted = false;
-    if (gate.left == 0) {  // the first row of a block decides for the block
-      gate.left = kUnshiftedGateRows;
-      trusted = gate.open = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
-    } else if (gate.open) {
-      trusted = UnshiftedRowStatistics(d, xr, n, eps, dmean_out, rs_out);
-    }
-    --gate.left;
-    if (trusted) {
-      K_out = 0;
-      return;
+    const UnshiftedGate::Step st = gate.Next();
+    if (st.tries) {
+      hn::TFromD<D> S1, S2;
+      if (unshifted) {
+        S1 = unshifted[0], S2 = unshifted[1];
+      } else {
+        RowMomentSums<false>(d, xr, n, hn::Zero(d), S1, S2);
+      }
+      if (gate.Tried(st, UnshiftedStatisticsFromSums(n, eps, S1, S2, dmean_out, rs_out))) {
+        K_out = 0;
+        return;
+      }
     }
   } else {
-    (void)gate;
+    (void)gate, (void)unshifted;
   }
-  ShiftedRowStatistics(d, xr, n, eps, K_out, dmean_out, rs_out);
+  if (shifted) {
+    K_out = shifted[0];
+    ShiftedStatisticsFromSums(d, xr, n, eps, shifted[0], shifted[1], shifted[2], dmean_out, rs_out);
+  } else {
+    ShiftedRowStatistics(d, xr, n, eps, K_out, dmean_out, rs_out);
+  }
 }
 
 }  // namespace ng::norms::HWY_NAMESPACE
