@@ -174,8 +174,9 @@ HWY_NOINLINE void RMSNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<T>
           rstd[r + kRows + k] = RstdFromSquares(d, sum.Finish(d, row, n, n), n, eps);
           sum = Sum4<D, AddSquare>(d, AddSquare());
         },
-        [&](int64_t i)
-            HWY_ATTR NG_ALWAYS_INLINE { RMSNormOutputPair<kRows>(d, x + r * n, w, y + r * n, n, i, vrs); });
+        [&](int64_t i) HWY_ATTR NG_ALWAYS_INLINE {
+          RMSNormOutputPair<kRows>(d, x + r * n, w, y + r * n, n, i, vrs);  // this group's output
+        });
   }
 }
 
