@@ -164,17 +164,23 @@ HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_
   }
 }
 
+// Whether the output walk of R rows with shifts K must subtract them: false only for bf16 rows whose
+// statistics all came from the unshifted sums (K = 0).
+template <int R, typename T>
+HWY_INLINE bool AnyShifted(const AccT<T>* K) {
+  if constexpr (!std::is_same_v<T, hwy::bfloat16_t>) return true;
+  bool shifted = false;
+  for (int k = 0; k < R; ++k) shifted |= K[k] != 0;
+  return shifted;
+}
+
 // pass 2 for R rows. When the statistics of all R came from the unshifted bf16 sums (K = 0), without the
 // subtraction of K: one operation of the five per vector.
 template <int R, typename T>
 HWY_INLINE void LayerNormOutput(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                 const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n, const AccT<T>* K,
                                 const AccT<T>* dmean, const AccT<T>* rs, const T* ahead = nullptr) {
-  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-    bool shifted = false;
-    for (int k = 0; k < R; ++k) shifted |= K[k] != 0;
-    if (!shifted) return LayerNormOutputRows<R, false>(x, w, b, y, n, K, dmean, rs, ahead);
-  }
+  if (!AnyShifted<R, T>(K)) return LayerNormOutputRows<R, false>(x, w, b, y, n, K, dmean, rs, ahead);
   LayerNormOutputRows<R, true>(x, w, b, y, n, K, dmean, rs, ahead);
 }
 
@@ -259,11 +265,7 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
     const T* next = x + (r + kRows) * n;
     A* mean1 = mean + r + kRows;
     A* rstd1 = rstd + r + kRows;
-    bool shifted = true;  // as LayerNormOutput: without the subtraction when every K is 0 (bf16 rows)
-    if constexpr (kBf16) {
-      shifted = false;
-      for (int k = 0; k < kRows; ++k) shifted |= K[k] != 0;
-    }
+    const bool shifted = AnyShifted<kRows, T>(K);  // as LayerNormOutput
     // The walk takes the sums the rows will most likely use: unshifted while the gate is open. (It guesses
     // for a block that starts in the next group; a wrong guess costs a pass over a row from the cache.)
     const bool tries = kBf16 && gate.open;
