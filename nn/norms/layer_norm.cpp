@@ -491,8 +491,10 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
       vrs[k] = hn::Set(d, rstd[r + k]);
       sum_c[k] = sum_g[k] = sum_gc[k] = hn::Zero(d);
     }
-    // pass 1 at columns [i, i + count)
-    auto step1 = [&](int64_t i, size_t count) HWY_ATTR {
+    // pass 1 at columns [i, i + count). Forced inline, as the forward's walks are: without it GCC kept the
+    // four rows' sums on the stack, one store and one reload per sum per vector, in the loop of the bf16
+    // four-row kernel. A/B in docs/performance.md (stop 30).
+    auto step1 = [&](int64_t i, size_t count) HWY_ATTR NG_ALWAYS_INLINE {
       const bool full = count == size_t(L);
       const auto wv = LoadAN(d, w + i, count);
       auto dwv = dw_part ? LoadAN(d, dw_part + i, count) : hn::Zero(d);
@@ -550,7 +552,7 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
     if (!dx) continue;
 
     // pass 2 at columns [i, i + count)
-    auto dx_of = [&](int k, int64_t off, hn::Vec<D> wv, size_t count) HWY_ATTR {
+    auto dx_of = [&](int k, int64_t off, hn::Vec<D> wv, size_t count) HWY_ATTR NG_ALWAYS_INLINE {
       hn::Vec<D> c, g;
       if constexpr (kBuffer) {  // pass 1's c and g (in a tail, lanes past count are not stored)
         const int64_t i = off - (r + k) * n;
