@@ -307,6 +307,46 @@ TEST(LayerNorm, LargeMeanSmallStdBackwardIsRightInF32) {
   }
 }
 
+TEST(LayerNorm, BackwardCentresOnTheRowsOwnMeanWhenTheSavedOneIsSlightlyOff) {
+  // The fast backward adds dweight's second part, dy * (-d * rstd) with d = the row's mean - the saved mean,
+  // only where |d * rstd| is above the rounding noise of d itself (fix_dw, layer_norm.cpp: eps/2 * sqrt(n /
+  // lanes), 1e-6 at most here). This bounds that floor from above: saved means off by 4e-6 and 1e-5 of the
+  // std must still be corrected. dy = 1, so every row's offset adds up in each dweight[i] (8 rows: 3.2e-5
+  // and 8e-5 against dweight's scale of ~8); f32 rounding alone stays near 1e-7 of that scale. Checked per
+  // SIMD target (the floor depends on the lanes), for rows one at a time (1000), four at a time (4096), and
+  // four at a time with a tail (3001). Without the correction the error is 4e-6 of the scale, and more.
+  const int targets = for_each_target([&] {
+    for (int64_t n : {1000, 3001, 4096})
+      for (double off : {4e-6, 1e-5}) {
+        const int64_t rows = 8;
+        Generator gen{uint64_t(n)};
+        const std::vector<float> x = randn({rows, n}, gen).to_vector<float>();
+        const std::vector<float> w(static_cast<size_t>(n), 1.0f), dy(static_cast<size_t>(rows * n), 1.0f);
+        std::vector<float> mean(static_cast<size_t>(rows)), rstd(mean), dx(static_cast<size_t>(rows * n));
+        std::vector<float> dw(static_cast<size_t>(n), 0.0f), db(dw);
+        std::vector<double> dw_ref(static_cast<size_t>(n), 0.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          double m = 0, v = 0;
+          for (int64_t i = 0; i < n; ++i) m += x[size_t(r * n + i)];
+          m /= double(n);
+          for (int64_t i = 0; i < n; ++i) v += (x[size_t(r * n + i)] - m) * (x[size_t(r * n + i)] - m);
+          rstd[size_t(r)] = float(1.0 / std::sqrt(v / double(n)));
+          mean[size_t(r)] = float(m + off / rstd[size_t(r)]);  // off by `off` of the std, all the same way
+          for (int64_t i = 0; i < n; ++i) dw_ref[size_t(i)] += (x[size_t(r * n + i)] - m) * rstd[size_t(r)];
+        }
+        norms::layer_norm_backward_rows<float, float>(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                                                      dx.data(), dw.data(), db.data(), rows, n);
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          worst = std::max(worst, std::abs(double(dw[size_t(i)]) - dw_ref[size_t(i)]));
+          scale = std::max(scale, std::abs(dw_ref[size_t(i)]));
+        }
+        EXPECT_LT(worst / scale, 1e-6) << "n=" << n << " off=" << off;
+      }
+  });
+  EXPECT_GE(targets, 1);
+}
+
 TEST(LayerNorm, ConstantRowsAreGovernedByEps) {
   // var = 0: xhat = 0, so y = bias exactly, and rstd = 1/sqrt(eps).
   for (int64_t n : {1, 5, 19}) {
@@ -380,8 +420,9 @@ TEST(LayerNorm, DeterministicAcrossThreadCounts) {
 TEST(LayerNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   // Rows wider than 2048 floats go through the kernels four at a time (w, b, dweight, dbias loaded once for
   // four rows); the arithmetic per row is that of one row at a time, so the bits must be too. The one
-  // exception is dweight: a row whose offset from the saved mean needs dweight's second part (fix_dw, which
-  // the summation noise of a 3001-wide row can trigger even at mean 0) adds it after its group's first pass,
+  // exception is dweight: a row whose offset from the saved mean needs dweight's second part (fix_dw: an
+  // offset above the rounding noise of the offset itself, as row 9's at mean 30 can be) adds it after its
+  // group's first pass,
   // not before the next row's, so dweight is compared to rounding. 5 rows: one group and one single row,
   // against five one-row calls (dweight and dbias accumulate in the same row order). f16 and bf16 rows (f32
   // weights and statistics) go four at a time too; one at a time, their backward keeps pass 1's c and g in a
