@@ -96,8 +96,10 @@ TEST(LayerNorm, FastMatchesReferenceOnEveryTarget) {
   const int targets = for_each_target([&] {
     // Odd lengths exercise the SIMD tails; 1 is the degenerate row. 600 (f16/bf16): rows of 1.2 KiB, whose
     // output walks prefetch the row after next (rows 0-2 of 5). 1027 (f64) and 3001: rows so wide that the
-    // forward takes them four at a time (5 = 4 + 1).
-    for (int64_t n : {1, 2, 3, 7, 8, 15, 17, 33, 100, 600, 1027, 3001}) {
+    // forward takes them four at a time (5 = 4 + 1). 256 and 1024: multiples of 2 Lanes on every target,
+    // which the bf16 backward takes in pairs (LayerNormBackwardPairRows). 2560 and 4096: four at a time and
+    // then one, with the bf16 backward's buffer and without.
+    for (int64_t n : {1, 2, 3, 7, 8, 15, 17, 33, 100, 256, 600, 1024, 1027, 2560, 3001, 4096}) {
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
         Generator gen(uint64_t(n) * 7 + uint64_t(dt));
         Tensor x = randn({5, n}, gen, DType::f32, 0.5, 2.0).to(dt);

@@ -579,6 +579,136 @@ HWY_NOINLINE void LayerNormBackwardRowGroups(const T* HWY_RESTRICT dy, const T* 
   }
 }
 
+// The bf16 rows of n values, n a multiple of 2L and at most kPairRowMax (the rows that go one at a time,
+// with the buffer): the same two passes, with x and dy loaded in pairs. LoadBf16Pairs (norm_simd-inl.h)
+// gives 2L values as two vectors, the even-indexed values and the odd-indexed ones, for one load and two
+// bit operations, where LoadAs spends two widening shuffles and two shifts. Why: pass 1 converts x and dy,
+// 4 of its 12 vector operations per vector, and these rows are bound by the two vector ports. Everything a
+// value meets per column is laid out the same way once per call, in blocks of 2L columns (the even columns,
+// then the odd ones): w, and the call's dweight and dbias partial rows, which go back into the row's order
+// at the end of the call. dx goes back in place as it is stored (StoreBf16Interleaved: vcvtne2ps2bf16 and
+// one vpermw on AVX512-BF16). Per column the operations of LayerNormBackwardRowGroups; the row sums are
+// added in another lane order, so d, mean_g, mean_gx and dx can differ from it in the last bits. Wider rows
+// (four at a time) keep LayerNormBackwardRowGroups: in pairs they measured no faster at 1024 x 4096 (0.704
+// -> 0.716 ms, 2 threads). A/B in docs/performance.md (stop 30).
+inline constexpr int64_t kPairRowMax = 2048;
+
+#if HWY_TARGET != HWY_SCALAR
+HWY_NOINLINE void LayerNormBackwardPairRows(const hwy::bfloat16_t* HWY_RESTRICT dy,
+                                            const hwy::bfloat16_t* HWY_RESTRICT x,
+                                            const float* HWY_RESTRICT w, const float* HWY_RESTRICT mean,
+                                            const float* HWY_RESTRICT rstd, hwy::bfloat16_t* HWY_RESTRICT dx,
+                                            float* HWY_RESTRICT dw_part, float* HWY_RESTRICT db_part,
+                                            int64_t r0, int64_t r1, int64_t n) {
+  using D = hn::ScalableTag<float>;
+  const D d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  // w, dweight, dbias in pair order (blocks of 2L: the even columns, then the odd ones); c and g of the row
+  // One block, its five rows 2 KiB further apart than their length. As five arrays of 8 KiB (offsets a
+  // multiple of 4 KiB apart) the kernel was 2-3% slower (16384 x 256, 2 threads, best of 5: 0.650 -> 0.633
+  // ms; 4096 x 1024 0.580 -> 0.567), likely the 4 KiB aliasing of a load with an older store to another row.
+  constexpr int64_t kStride = kPairRowMax + 512;
+  HWY_ALIGN float block[5 * kStride];
+  float* HWY_RESTRICT wp = block;
+  float* HWY_RESTRICT dwp = block + kStride;
+  float* HWY_RESTRICT dbp = block + 2 * kStride;
+  float* HWY_RESTRICT cbuf = block + 3 * kStride;
+  float* HWY_RESTRICT gbuf = block + 4 * kStride;
+  auto to_pairs = [&](const float* HWY_RESTRICT src, float* HWY_RESTRICT dst) HWY_ATTR {
+    for (int64_t j = 0; j < n; j += 2 * L) {
+      const auto v0 = hn::LoadU(d, src + j), v1 = hn::LoadU(d, src + j + L);
+      hn::Store(hn::ConcatEven(d, v1, v0), d, dst + j);
+      hn::Store(hn::ConcatOdd(d, v1, v0), d, dst + j + L);
+    }
+  };
+  auto from_pairs = [&](const float* HWY_RESTRICT src, float* HWY_RESTRICT dst) {
+    for (int64_t j = 0; j < n; j += 2 * L)
+      for (int64_t i = 0; i < L; ++i) dst[j + 2 * i] = src[j + i], dst[j + 2 * i + 1] = src[j + L + i];
+  };
+  to_pairs(w, wp);
+  if (dw_part) to_pairs(dw_part, dwp);
+  if (db_part) to_pairs(db_part, dbp);
+  const float fix_floor = std::numeric_limits<float>::epsilon() / 2 * std::sqrt(float(n) / float(L));
+  for (int64_t r = r0; r < r1; ++r) {
+    const hwy::bfloat16_t* HWY_RESTRICT xr = x + r * n;
+    const hwy::bfloat16_t* HWY_RESTRICT dyr = dy + r * n;
+    const auto vs = hn::Set(d, mean[r]), vrs = hn::Set(d, rstd[r]);
+    auto sum_c = hn::Zero(d), sum_g = hn::Zero(d), sum_gc = hn::Zero(d);
+    // pass 1, columns [j, j + 2L): the even values (h = 0), then the odd ones (h = 1)
+    for (int64_t j = 0; j < n; j += 2 * L) {
+      const hn::Vec<D> wv[2] = {hn::Load(d, wp + j), hn::Load(d, wp + j + L)};
+      hn::Vec<D> dwv[2], dbv[2], xv[2], dyv[2];
+      for (int h = 0; h < 2; ++h) {
+        dwv[h] = dw_part ? hn::Load(d, dwp + j + h * L) : hn::Zero(d);
+        dbv[h] = db_part ? hn::Load(d, dbp + j + h * L) : hn::Zero(d);
+      }
+      LoadBf16Pairs(d, xr + j, xv[0], xv[1]);
+      LoadBf16Pairs(d, dyr + j, dyv[0], dyv[1]);
+      for (int h = 0; h < 2; ++h) {
+        const auto c = hn::Sub(xv[h], vs);
+        const auto g = hn::Mul(dyv[h], wv[h]);
+        hn::Store(c, d, cbuf + j + h * L);
+        hn::Store(g, d, gbuf + j + h * L);
+        sum_c = hn::Add(sum_c, c);
+        sum_g = hn::Add(sum_g, g);
+        sum_gc = hn::MulAdd(g, c, sum_gc);
+        dwv[h] = hn::MulAdd(dyv[h], hn::Mul(c, vrs), dwv[h]);
+        dbv[h] = hn::Add(dyv[h], dbv[h]);
+      }
+      for (int h = 0; h < 2; ++h) {
+        if (dw_part) hn::Store(dwv[h], d, dwp + j + h * L);
+        if (db_part) hn::Store(dbv[h], d, dbp + j + h * L);
+      }
+    }
+    // between the passes (as LayerNormBackwardRowGroups)
+    const float rs = rstd[r];
+    const float dmean = ReduceSum(d, sum_c) / float(n);
+    const float mean_g = ReduceSum(d, sum_g) / float(n);
+    const float mean_gx = rs * (ReduceSum(d, sum_gc) / float(n) - dmean * mean_g);
+    const auto vdr = hn::Set(d, -dmean * rs), term2 = hn::Set(d, -rs * mean_g),
+               k3 = hn::Set(d, -rs * mean_gx);
+    if (dw_part && std::abs(dmean * rs) > fix_floor) {  // fix_dw, in pair order
+      for (int64_t j = 0; j < n; j += 2 * L) {
+        hn::Vec<D> lo, hi;
+        LoadBf16Pairs(d, dyr + j, lo, hi);
+        hn::Store(hn::MulAdd(lo, vdr, hn::Load(d, dwp + j)), d, dwp + j);
+        hn::Store(hn::MulAdd(hi, vdr, hn::Load(d, dwp + j + L)), d, dwp + j + L);
+      }
+    }
+    if (!dx) continue;
+    // pass 2, columns [j, j + 2L), from the buffer; the pairs go back in place as they are stored
+    for (int64_t j = 0; j < n; j += 2 * L) {
+      const hn::Vec<D> c[2] = {hn::Load(d, cbuf + j), hn::Load(d, cbuf + j + L)};
+      const hn::Vec<D> g[2] = {hn::Load(d, gbuf + j), hn::Load(d, gbuf + j + L)};
+      hn::Vec<D> out[2];
+      for (int h = 0; h < 2; ++h)
+        out[h] = hn::MulAdd(g[h], vrs, hn::MulAdd(hn::MulAdd(c[h], vrs, vdr), k3, term2));
+      ng::simd::HWY_NAMESPACE::StoreBf16Interleaved(d, out[0], out[1], dx + r * n + j);
+    }
+  }
+  if (dw_part) from_pairs(dwp, dw_part);
+  if (db_part) from_pairs(dbp, db_part);
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
+// Whether LayerNormBackwardPairRows takes rows of n values of type T on this target.
+template <typename T>
+constexpr bool BackwardTakesPairs(int64_t n) {
+#if HWY_TARGET == HWY_SCALAR || (defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+  (void)n;
+  return false;
+#else
+  using D = hn::ScalableTag<AccT<T>>;
+  if constexpr (!UseBf16Pairs<D, T>()) {
+    (void)n;
+    return false;
+  } else {
+    const int64_t L = int64_t(hn::Lanes(D()));
+    return n > 0 && n % (2 * L) == 0 && n <= kPairRowMax;
+  }
+#endif
+}
+
 template <typename T>
 void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                            const AccT<T>* HWY_RESTRICT mean, const AccT<T>* HWY_RESTRICT rstd,
@@ -603,6 +733,12 @@ void LayerNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
   // ms at 1; bf16 0.888 / 0.894 -> 0.774 / 0.776 ms at 2 threads, 1.68 / 1.71 -> 1.49 / 1.59 ms at 1 (best /
   // median). (bf16 had measured slower grouped, 1.03-1.11 -> 1.32-1.37 ms, when the one-row and the grouped
   // loops were separate functions; since they are one kernel it gains.)
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {  // bf16 rows in pairs (LayerNormBackwardPairRows)
+    if (BackwardTakesPairs<T>(n))
+      return LayerNormBackwardPairRows(dy, x, w, mean, rstd, dx, dw_part, db_part, r0, r1, n);
+  }
+#endif
   if (int64_t(3 * sizeof(A)) * n > 24576) {
     r = r0 + (r1 - r0) / 4 * 4;
     LayerNormBackwardRowGroups<4, false>(dy, x, w, mean, rstd, dx, dw_part, db_part, r0, r, n, prefetch);
@@ -667,14 +803,19 @@ void layer_norm_forward_fast(const T* x, const A* w, const A* b, T* y, A* mean, 
 }
 
 // The fast backward: fixed row chunks, dweight/dbias partial rows per group of chunks, then an ordered sum.
+// One SIMD call per group of chunks (whole_groups): the bf16 rows in pairs lay w, dweight and dbias out
+// once per call, which at 1024 x 4096 (16 rows per chunk) cost more than it gained.
 template <typename T, typename A>
 void layer_norm_backward_fast(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx, A* dw,
                               A* db, int64_t rows, int64_t n) {
   const RowChunks chunks = row_chunks(rows, n);
-  sum_over_chunks(chunks, rows, n, dw, db, [&](int64_t r0, int64_t r1, A* dw_part, A* db_part) {
-    NG_NORM_SIMD_CALL(T, LayerNormBackward, hwy_ptr(dy), hwy_ptr(x), w, mean, rstd, hwy_ptr(dx), dw_part,
-                      db_part, r0, r1, n);
-  });
+  sum_over_chunks(
+      chunks, rows, n, dw, db,
+      [&](int64_t r0, int64_t r1, A* dw_part, A* db_part) {
+        NG_NORM_SIMD_CALL(T, LayerNormBackward, hwy_ptr(dy), hwy_ptr(x), w, mean, rstd, hwy_ptr(dx), dw_part,
+                          db_part, r0, r1, n);
+      },
+      /*whole_groups=*/true);
 }
 
 }  // namespace
