@@ -204,10 +204,12 @@ TEST(LayerNorm, Bf16RowsTheUnshiftedSumsCannotTrustAreShifted) {
   // 2560 go four per output walk with the next four's sums taken inside it (LayerNormOutputFused): unshifted
   // while the gate is open, so row 48 is refused after the walk took its unshifted sums (rows 49-51 then
   // need shifted ones from the cache), and shifted while it is shut, so row 64, which opens block 4 and is
-  // trusted, needs unshifted ones from the cache.
+  // trusted, needs unshifted ones from the cache. Rows of 256 and 512 (multiples of 4 Lanes) keep the values
+  // their statistics pass loaded for the output walk (LayerNormForwardKeptRows): from the unshifted pass
+  // when it was tried, else from the shifted one, in two buffers taken in turn.
   const double eps = 1e-45;  // (f32: a denormal; lets the tiny row's variance matter)
   const int64_t rows = 80;
-  for (int64_t n : {1000, 200, 2560}) {
+  for (int64_t n : {1000, 200, 2560, 256, 512}) {
     Generator gen{uint64_t(n)};
     std::vector<double> xs = randn({rows * n}, gen, DType::f64).to_vector<double>();
     auto make = [&](int64_t row, int kind) {

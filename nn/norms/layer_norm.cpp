@@ -287,6 +287,104 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
   }
 }
 
+// ---- bf16 short rows: the output from the values the statistics pass loaded ----
+//
+// A short bf16 row's statistics pass loads x in pairs (LoadBf16Pairs: one load and two bit operations for 2L
+// values, the even-indexed ones and the odd-indexed ones); the output walk then converted x again, in order,
+// two shuffles and two shifts per 2L values more. These rows are bound by the two vector ports (~212 slots
+// per row of 256 values, stop 28). So for rows of at most kKeptRowMax values, n a multiple of 4L, the
+// statistics pass also stores what it loaded, in pairs, into an L1 buffer (keep: MomentSums4::Step4), and
+// the output walk reads it there, with w and b laid out in pairs once per call and y put back in place by
+// StoreBf16Interleaved (vcvtne2ps2bf16 and one vpermw on AVX512-BF16). Each y is computed from the same x,
+// w, b and statistics as in LayerNormOutputRows, so the bits are the same. A/B in docs/performance.md
+// (stop 30).
+
+// The longest rows that take it: 512 values (1 KiB). Rows of 1024, which are bound by memory rather than by
+// the vector ports (4096 x 1024 reads 95% of the copy), measured 2% slower with it (0.312 -> 0.318 ms, best
+// of 5, 2 threads), and level without it again (0.309); the bench has no length in between.
+inline constexpr int64_t kKeptRowMax = 512;
+
+// src (n floats, n a multiple of 2L) laid out in pairs: in each block of 2L, the even columns, then the odd.
+template <class D>
+HWY_INLINE void LayOutInPairs(D d, const float* HWY_RESTRICT src, int64_t n, float* HWY_RESTRICT dst) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d, (void)src, (void)n, (void)dst;
+#else
+  const int64_t L = int64_t(hn::Lanes(d));
+  for (int64_t j = 0; j < n; j += 2 * L) {
+    const auto v0 = hn::LoadU(d, src + j), v1 = hn::LoadU(d, src + j + L);
+    hn::Store(hn::ConcatEven(d, v1, v0), d, dst + j);
+    hn::Store(hn::ConcatOdd(d, v1, v0), d, dst + j + L);
+  }
+#endif
+}
+
+// Whether this target's bf16 kernels may work in pairs (LoadBf16Pairs, StoreBf16Interleaved).
+template <typename T>
+constexpr bool PairsHere() {
+#if HWY_TARGET == HWY_SCALAR || (defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+  return false;
+#else
+  return UseBf16Pairs<hn::ScalableTag<AccT<T>>, T>();
+#endif
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// One row's output walk from keep (its n values in pairs); wp, bp: w and b in pairs. ahead: as
+// LayerNormOutputRows.
+template <bool kShifted>
+HWY_INLINE void LayerNormOutputKept(const float* HWY_RESTRICT keep, const float* HWY_RESTRICT wp,
+                                    const float* HWY_RESTRICT bp, hwy::bfloat16_t* HWY_RESTRICT y, int64_t n,
+                                    float K, float dm, float rs, const hwy::bfloat16_t* ahead) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  const auto vK = hn::Set(d, K), vrs = hn::Set(d, rs), vneg = hn::Set(d, -dm * rs);
+  for (int64_t j = 0; j < n; j += 2 * L) {
+    if (ahead) hwy::Prefetch(ahead + j);
+    auto even = hn::Load(d, keep + j), odd = hn::Load(d, keep + j + L);
+    if constexpr (kShifted) even = hn::Sub(even, vK), odd = hn::Sub(odd, vK);
+    const auto y0 = hn::MulAdd(hn::MulAdd(even, vrs, vneg), hn::Load(d, wp + j), hn::Load(d, bp + j));
+    const auto y1 = hn::MulAdd(hn::MulAdd(odd, vrs, vneg), hn::Load(d, wp + j + L), hn::Load(d, bp + j + L));
+    ng::simd::HWY_NAMESPACE::StoreBf16Interleaved(d, y0, y1, y + j);
+  }
+}
+
+// Short bf16 rows [r, r1) of n values (n a multiple of 4L, at most kKeptRowMax), pipelined as in
+// LayerNormForwardRows (row r + 1's statistics before row r's output walk), each row's values kept in its
+// own half of the buffer.
+HWY_NOINLINE void LayerNormForwardKeptRows(const hwy::bfloat16_t* HWY_RESTRICT x, const float* HWY_RESTRICT w,
+                                           const float* HWY_RESTRICT b, hwy::bfloat16_t* HWY_RESTRICT y,
+                                           float* HWY_RESTRICT mean, float* HWY_RESTRICT rstd, int64_t r,
+                                           int64_t r1, int64_t n, double eps, UnshiftedGate& gate) {
+  const hn::ScalableTag<float> d;
+  // w, b, and the two rows' values, 128 bytes further apart than their length (no two at a multiple of 4 KiB)
+  constexpr int64_t kStride = kKeptRowMax + 32;
+  HWY_ALIGN float block[4 * kStride];
+  float* HWY_RESTRICT wp = block;
+  float* HWY_RESTRICT bp = block + kStride;
+  float* keep[2] = {block + 2 * kStride, block + 3 * kStride};
+  LayOutInPairs(d, w, n, wp);
+  LayOutInPairs(d, b, n, bp);
+  float K, dm, rs;
+  LayerNormRowStatistics(d, x + r * n, n, eps, gate, K, dm, rs, nullptr, nullptr, keep[r & 1]);
+  for (; r < r1; ++r) {
+    float K_next = 0, dm_next = 0, rs_next = 0;
+    if (r + 1 < r1)
+      LayerNormRowStatistics(d, x + (r + 1) * n, n, eps, gate, K_next, dm_next, rs_next, nullptr, nullptr,
+                             keep[(r + 1) & 1]);
+    mean[r] = K + dm;
+    rstd[r] = rs;
+    const hwy::bfloat16_t* ahead = RowAfterNext(x, r, r1, n);
+    if (K != 0) {  // as AnyShifted
+      LayerNormOutputKept<true>(keep[r & 1], wp, bp, y + r * n, n, K, dm, rs, ahead);
+    } else {
+      LayerNormOutputKept<false>(keep[r & 1], wp, bp, y + r * n, n, K, dm, rs, ahead);
+    }
+    K = K_next, dm = dm_next, rs = rs_next;
+  }
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
 template <typename T>
 void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                           const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, AccT<T>* HWY_RESTRICT mean,
@@ -304,6 +402,12 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
     LayerNormForwardRowGroups<kRows>(x, w, b, y, mean, rstd, r0, r, n, eps, gate);
   }
   if (r < r1 && n * int64_t(sizeof(T)) <= 2048) {
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (PairsHere<T>()) {  // bf16, n a multiple of 4L, at most 512: the output from the kept values
+      if (n % (4 * int64_t(hn::Lanes(d))) == 0 && n <= kKeptRowMax)
+        return LayerNormForwardKeptRows(x, w, b, y, mean, rstd, r, r1, n, eps, gate);
+    }
+#endif
     // Short rows (at most 2 KiB of x): software-pipelined, the NEXT row's statistics before this row's
     // output walk. A row's statistics end in a chain of dependent steps (the horizontal sums, a division,
     // the square root, another division; their latencies add up to some 80 cycles by the instruction
@@ -614,20 +718,13 @@ HWY_NOINLINE void LayerNormBackwardPairRows(const hwy::bfloat16_t* HWY_RESTRICT 
   float* HWY_RESTRICT dbp = block + 2 * kStride;
   float* HWY_RESTRICT cbuf = block + 3 * kStride;
   float* HWY_RESTRICT gbuf = block + 4 * kStride;
-  auto to_pairs = [&](const float* HWY_RESTRICT src, float* HWY_RESTRICT dst) HWY_ATTR {
-    for (int64_t j = 0; j < n; j += 2 * L) {
-      const auto v0 = hn::LoadU(d, src + j), v1 = hn::LoadU(d, src + j + L);
-      hn::Store(hn::ConcatEven(d, v1, v0), d, dst + j);
-      hn::Store(hn::ConcatOdd(d, v1, v0), d, dst + j + L);
-    }
-  };
   auto from_pairs = [&](const float* HWY_RESTRICT src, float* HWY_RESTRICT dst) {
     for (int64_t j = 0; j < n; j += 2 * L)
       for (int64_t i = 0; i < L; ++i) dst[j + 2 * i] = src[j + i], dst[j + 2 * i + 1] = src[j + L + i];
   };
-  to_pairs(w, wp);
-  if (dw_part) to_pairs(dw_part, dwp);
-  if (db_part) to_pairs(db_part, dbp);
+  LayOutInPairs(d, w, n, wp);
+  if (dw_part) LayOutInPairs(d, dw_part, n, dwp);
+  if (db_part) LayOutInPairs(d, db_part, n, dbp);
   const float fix_floor = std::numeric_limits<float>::epsilon() / 2 * std::sqrt(float(n) / float(L));
   for (int64_t r = r0; r < r1; ++r) {
     const hwy::bfloat16_t* HWY_RESTRICT xr = x + r * n;
@@ -693,20 +790,14 @@ HWY_NOINLINE void LayerNormBackwardPairRows(const hwy::bfloat16_t* HWY_RESTRICT 
 
 // Whether LayerNormBackwardPairRows takes rows of n values of type T on this target.
 template <typename T>
-constexpr bool BackwardTakesPairs(int64_t n) {
-#if HWY_TARGET == HWY_SCALAR || (defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
-  (void)n;
-  return false;
-#else
-  using D = hn::ScalableTag<AccT<T>>;
-  if constexpr (!UseBf16Pairs<D, T>()) {
+bool BackwardTakesPairs(int64_t n) {
+  if constexpr (!PairsHere<T>()) {
     (void)n;
     return false;
   } else {
-    const int64_t L = int64_t(hn::Lanes(D()));
+    const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<AccT<T>>()));
     return n > 0 && n % (2 * L) == 0 && n <= kPairRowMax;
   }
-#endif
 }
 
 template <typename T>

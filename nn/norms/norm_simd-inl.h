@@ -326,10 +326,17 @@ struct MomentSums4 {
     s1a = s1b = s1c = s1d = s2a = s2b = s2c = s2d = hn::Zero(d);
   }
   HWY_INLINE hn::Vec<D> Centre(hn::Vec<D> v) const { return kShift ? hn::Sub(v, vK) : v; }
-  template <typename T>
-  HWY_INLINE void Step4(D d, const T* HWY_RESTRICT p) {
+  // keep (kKeep): where the four vectors go as loaded (for bf16, in pairs), for an output walk that reads
+  // them there instead of converting x again (LayerNorm's short bf16 rows).
+  template <bool kKeep = false, typename T>
+  HWY_INLINE void Step4(D d, const T* HWY_RESTRICT p, hn::TFromD<D>* HWY_RESTRICT keep = nullptr) {
     hn::Vec<D> v0, v1, v2, v3;
     LoadFourForSums(d, p, v0, v1, v2, v3);
+    if constexpr (kKeep) {
+      const size_t L = hn::Lanes(d);
+      hn::Store(v0, d, keep), hn::Store(v1, d, keep + L), hn::Store(v2, d, keep + 2 * L);
+      hn::Store(v3, d, keep + 3 * L);
+    }
     const auto c0 = Centre(v0), c1 = Centre(v1), c2 = Centre(v2), c3 = Centre(v3);
     s1a = hn::Add(s1a, c0);
     s1b = hn::Add(s1b, c1);
@@ -364,14 +371,20 @@ struct MomentSums4 {
 
 // The sums of MomentSums4 over the n values at xr. The pass 1 of ShiftedRowStatistics and
 // LayerNormRowStatistics (unshifted).
+// keep (non-null only where n is a multiple of 4 Lanes): the row's values as Step4 loads them, for the
+// output.
 template <bool kShift, class D, typename T>
 HWY_INLINE void RowMomentSums(D d, const T* HWY_RESTRICT xr, int64_t n, hn::Vec<D> vK, hn::TFromD<D>& s1_out,
-                              hn::TFromD<D>& s2_out) {
+                              hn::TFromD<D>& s2_out, hn::TFromD<D>* HWY_RESTRICT keep = nullptr) {
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t n_main = n - n % L;
   MomentSums4<kShift, D> sums(d, vK);
   int64_t i = 0;
-  for (; i + 4 * L <= n_main; i += 4 * L) sums.Step4(d, xr + i);
+  if (keep) {
+    for (; i + 4 * L <= n_main; i += 4 * L) sums.template Step4<true>(d, xr + i, keep + i);
+  } else {
+    for (; i + 4 * L <= n_main; i += 4 * L) sums.Step4(d, xr + i);
+  }
   sums.Finish(d, xr, i, n, s1_out, s2_out);
 }
 
@@ -424,11 +437,12 @@ HWY_INLINE void ShiftedStatisticsFromSums(D d, const T* HWY_RESTRICT xr, int64_t
 // from the mean. Out: the shift K, d = mean - K and rstd. Also GroupNorm's per-row kernel (group_norm.cpp).
 template <class D, typename T>
 HWY_INLINE void ShiftedRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
-                                     hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out, hn::TFromD<D>& rs_out) {
+                                     hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out, hn::TFromD<D>& rs_out,
+                                     hn::TFromD<D>* HWY_RESTRICT keep = nullptr) {
   using A = hn::TFromD<D>;
   const A K = RowShift(d, xr, n);
   A s1, s2;
-  RowMomentSums<true>(d, xr, n, hn::Set(d, K), s1, s2);  // pass 1
+  RowMomentSums<true>(d, xr, n, hn::Set(d, K), s1, s2, keep);  // pass 1
   K_out = K;
   ShiftedStatisticsFromSums(d, xr, n, eps, K, s1, s2, dmean_out, rs_out);
 }
@@ -499,11 +513,15 @@ struct UnshiftedGate {
 // are shifted. The rows of a kernel call must come in order, each once. The row's sums may come already
 // taken (LayerNorm's fused walk): unshifted, {S1, S2}, or shifted, {K, s1, s2}; the others are taken here
 // from the row, where they are needed. Either way the same bits.
+//
+// keep (bf16 rows of a multiple of 4 Lanes values, with the sums taken here): the row's values as its first
+// pass loads them, in pairs (LoadBf16Pairs), for LayerNormOutputKept.
 template <class D, typename T>
 HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n, double eps,
                                        UnshiftedGate& gate, hn::TFromD<D>& K_out, hn::TFromD<D>& dmean_out,
                                        hn::TFromD<D>& rs_out, const hn::TFromD<D>* unshifted = nullptr,
-                                       const hn::TFromD<D>* shifted = nullptr) {
+                                       const hn::TFromD<D>* shifted = nullptr,
+                                       hn::TFromD<D>* HWY_RESTRICT keep = nullptr) {
   if constexpr (UseBf16Pairs<D, T>()) {
     const UnshiftedGate::Step st = gate.Next();
     if (st.tries) {
@@ -511,7 +529,8 @@ HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n,
       if (unshifted) {
         S1 = unshifted[0], S2 = unshifted[1];
       } else {
-        RowMomentSums<false>(d, xr, n, hn::Zero(d), S1, S2);
+        RowMomentSums<false>(d, xr, n, hn::Zero(d), S1, S2, keep);
+        keep = nullptr;  // kept: a shifted pass below need not keep them again
       }
       if (gate.Tried(st, UnshiftedStatisticsFromSums(n, eps, S1, S2, dmean_out, rs_out))) {
         K_out = 0;
@@ -525,7 +544,7 @@ HWY_INLINE void LayerNormRowStatistics(D d, const T* HWY_RESTRICT xr, int64_t n,
     K_out = shifted[0];
     ShiftedStatisticsFromSums(d, xr, n, eps, shifted[0], shifted[1], shifted[2], dmean_out, rs_out);
   } else {
-    ShiftedRowStatistics(d, xr, n, eps, K_out, dmean_out, rs_out);
+    ShiftedRowStatistics(d, xr, n, eps, K_out, dmean_out, rs_out, keep);
   }
 }
 
