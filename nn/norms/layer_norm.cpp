@@ -894,19 +894,14 @@ void layer_norm_forward_fast(const T* x, const A* w, const A* b, T* y, A* mean, 
 }
 
 // The fast backward: fixed row chunks, dweight/dbias partial rows per group of chunks, then an ordered sum.
-// One SIMD call per group of chunks (whole_groups): the bf16 rows in pairs lay w, dweight and dbias out
-// once per call, which at 1024 x 4096 (16 rows per chunk) cost more than it gained.
 template <typename T, typename A>
 void layer_norm_backward_fast(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx, A* dw,
                               A* db, int64_t rows, int64_t n) {
   const RowChunks chunks = row_chunks(rows, n);
-  sum_over_chunks(
-      chunks, rows, n, dw, db,
-      [&](int64_t r0, int64_t r1, A* dw_part, A* db_part) {
-        NG_NORM_SIMD_CALL(T, LayerNormBackward, hwy_ptr(dy), hwy_ptr(x), w, mean, rstd, hwy_ptr(dx), dw_part,
-                          db_part, r0, r1, n);
-      },
-      /*whole_groups=*/true);
+  sum_over_chunks(chunks, rows, n, dw, db, [&](int64_t r0, int64_t r1, A* dw_part, A* db_part) {
+    NG_NORM_SIMD_CALL(T, LayerNormBackward, hwy_ptr(dy), hwy_ptr(x), w, mean, rstd, hwy_ptr(dx), dw_part,
+                      db_part, r0, r1, n);
+  });
 }
 
 }  // namespace

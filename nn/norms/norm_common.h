@@ -97,12 +97,9 @@ void reduce_partials(const A* part, int64_t count, int64_t n, A* out) {
 // A backward's sums over rows (dweight, dbias): out_a[j] and out_b[j] (n each; either may be null, then it
 // is not computed). add(r0, r1, pa, pb) ADDS the sums of rows [r0, r1) into pa and pb (null where the output
 // is). Every group's partial rows are zeroed by the thread that fills them, its chunks are added in chunk
-// order, and the groups' rows are summed in group order. whole_groups: one call of add for all the rows of a
-// group's chunks (for a kernel that adds rows in row order, the same sums; and fewer, longer calls, for a
-// kernel with work per call, as LayerNorm's bf16 backward in pairs has).
+// order, and the groups' rows are summed in group order.
 template <typename A, typename Fn>
-void sum_over_chunks(const RowChunks& chunks, int64_t rows, int64_t n, A* out_a, A* out_b, const Fn& add,
-                     bool whole_groups = false) {
+void sum_over_chunks(const RowChunks& chunks, int64_t rows, int64_t n, A* out_a, A* out_b, const Fn& add) {
   const ChunkGroups groups = chunk_groups(chunks);
   const auto part_a = std::make_unique_for_overwrite<A[]>(out_a ? size_t(groups.count * n) : 0);
   const auto part_b = std::make_unique_for_overwrite<A[]>(out_b ? size_t(groups.count * n) : 0);
@@ -112,10 +109,6 @@ void sum_over_chunks(const RowChunks& chunks, int64_t rows, int64_t n, A* out_a,
       A* pb = out_b ? part_b.get() + g * n : nullptr;
       if (pa) std::fill_n(pa, n, A(0));
       if (pb) std::fill_n(pb, n, A(0));
-      if (whole_groups) {
-        add(groups.first(g) * chunks.grain, std::min(rows, groups.end(g, chunks) * chunks.grain), pa, pb);
-        continue;
-      }
       for (int64_t k = groups.first(g); k < groups.end(g, chunks); ++k)
         add(k * chunks.grain, std::min(rows, (k + 1) * chunks.grain), pa, pb);
     }
