@@ -1230,27 +1230,103 @@ struct AllLanesSum {
       butterfly[steps] = hn::SetTableIndices(d, idx);
     }
   }
-  hn::Vec<D> operator()(hn::Vec<D> v) const {
+  hn::Vec<D> operator()(hn::Vec<D> v) const { return Steps(v, steps); }
+  // The first `upto` butterfly steps only: each run of 2^upto lanes (in order, from lane 0) then holds its
+  // own sum in every lane.
+  hn::Vec<D> Steps(hn::Vec<D> v, int upto) const {
 #if HWY_TARGET != HWY_SCALAR  // (one lane there: no steps)
     if constexpr (std::is_same_v<hn::TFromD<D>, float>) {
-      if (steps > 0) v = hn::Add(v, hn::Shuffle2301(v));
-      if (steps > 1) v = hn::Add(v, hn::Shuffle1032(v));
+      if (upto > 0) v = hn::Add(v, hn::Shuffle2301(v));
+      if (upto > 1) v = hn::Add(v, hn::Shuffle1032(v));
       if constexpr (HWY_MAX_BYTES >= 32) {
-        if (steps > 2) v = hn::Add(v, hn::SwapAdjacentBlocks(v));
+        if (upto > 2) v = hn::Add(v, hn::SwapAdjacentBlocks(v));
       }
       if constexpr (HWY_MAX_BYTES >= 64) {
-        if (steps > 3) v = hn::Add(v, hn::ConcatLowerUpper(D(), v, v));
+        if (upto > 3) v = hn::Add(v, hn::ConcatLowerUpper(D(), v, v));
       }
       return v;
     }
 #endif
-    for (int j = 0; j < steps; ++j) v = hn::Add(v, hn::TableLookupLanes(v, butterfly[j]));
+    for (int j = 0; j < upto; ++j) v = hn::Add(v, hn::TableLookupLanes(v, butterfly[j]));
     return v;
   }
 };
 
+// The sums of K vectors at once, each left in every lane of its own output vector: the same pairwise trees
+// as AllLanesSum, one vector at a time (so the same bits), in fewer operations. Three sums one at a time
+// take 4 shuffles and 4 adds each on AVX-512 (24 operations); together they take 16.
+//
+// Up to P = L vectors (K rounded up to a power of two, zeros in the padding) are folded into ONE vector
+// whose P runs of L/P lanes are the P partial trees, in order. A round takes two vectors a and b:
+//   Add(ConcatEven(b, a), ConcatOdd(b, a)):  lanes [0, L/2) = a[2j] + a[2j + 1], lanes [L/2, L) the same of b
+// which is the first level of each one's tree, with a's runs in the lower half and b's in the upper. After
+// log2(P) rounds the butterfly finishes each run (AllLanesSum::Steps), and a lane permute (vpermps) copies
+// run k's sum to every lane of out[k]. Where P > L (more sums than lanes, as on AVX2 with 12), the vectors
+// go in batches of L.
+//   v: K vectors; out: K vectors, out[k] = the sum of the lanes of v[k], in every lane
+template <int K, class D>
+struct SumsOfEach {
+  using TI = hwy::MakeSigned<hn::TFromD<D>>;
+  static constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(hn::TFromD<D>);
+  using Idx = decltype(hn::SetTableIndices(D(), static_cast<const TI*>(nullptr)));
+  const AllLanesSum<D>& sum;
+  int64_t L;
+  Idx spread[K];  // spread[k]: every lane <- the first lane of k's run in its batch's folded vector
+
+  static int PowerOfTwoAtLeast(int n) {
+    int p = 1;
+    while (p < n) p *= 2;
+    return p;
+  }
+  // The vectors [first, first + count) of a batch
+  int BatchSize(int first) const { return std::min(K - first, int(L)); }
+
+  SumsOfEach(D d, const AllLanesSum<D>& s) : sum(s), L(int64_t(hn::Lanes(d))) {
+    HWY_ALIGN TI idx[kMaxLanes];
+    for (int first = 0; first < K; first += int(L)) {
+      const int count = BatchSize(first);
+      const int64_t run = L / PowerOfTwoAtLeast(count);  // lanes per run
+      for (int k = 0; k < count; ++k) {
+        for (int64_t i = 0; i < L; ++i) idx[i] = TI(k * run);
+        spread[first + k] = hn::SetTableIndices(d, idx);
+      }
+    }
+  }
+
+  HWY_INLINE void operator()(hn::Vec<D>* HWY_RESTRICT v, hn::Vec<D>* HWY_RESTRICT out) const {
+    for (int first = 0; first < K; first += int(L)) Batch(v + first, BatchSize(first), out + first, first);
+  }
+
+ private:
+  static constexpr int kFold = 2 * (K < int(kMaxLanes) ? K : int(kMaxLanes));  // >= P
+
+  HWY_INLINE void Batch(hn::Vec<D>* HWY_RESTRICT v, int count, hn::Vec<D>* HWY_RESTRICT out,
+                        int first) const {
+    const D d;
+    const int P = PowerOfTwoAtLeast(count);
+    if (P == 1 || L == 1) {  // one vector (or one lane): the butterfly alone
+      for (int k = 0; k < count; ++k) out[k] = sum(v[k]);
+      return;
+    }
+    hn::Vec<D> w[kFold];
+    for (int k = 0; k < P; ++k) w[k] = k < count ? v[k] : hn::Zero(d);
+    hn::Vec<D> folded;
+    int rounds = 0;
+    if (P == 2) folded = SumRuns<2>(d, w), rounds = 1;
+    if constexpr (kFold >= 4)
+      if (P == 4) folded = SumRuns<4>(d, w), rounds = 2;
+    if constexpr (kFold >= 8)
+      if (P == 8) folded = SumRuns<8>(d, w), rounds = 3;
+    if constexpr (kFold >= 16)
+      if (P == 16) folded = SumRuns<16>(d, w), rounds = 4;
+    const auto all = sum.Steps(folded, sum.steps - rounds);
+    for (int k = 0; k < count; ++k) out[k] = hn::TableLookupLanes(all, spread[first + k]);
+  }
+};
+
 // Groups [r0, r1); m >= L: one group at a time, its m/L vectors read twice (pass 2 from L1), its three sums
-// reduced with AllLanesSum. (Batches of L groups reduced with SumRuns, as the forward does, measured slower
+// reduced together (SumsOfEach; one AllLanesSum each until stop 31: the same bits, measured in
+// docs/performance.md). (Batches of L groups reduced with SumRuns, as the forward does, measured slower
 // here: 4096 x 1024 f32, 2 threads, 1.31 -> 2.12 ms. The forward gains from sharing one division and one
 // square root among L groups; the backward has neither, and a batch's long reduction before its pass 2
 // keeps the next batch's loads of x and dy from starting early.)
@@ -1266,6 +1342,7 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
   const int64_t m = v.C / G, vpg = kVpg ? kVpg : m / L;
   const auto inv_m = hn::Set(d, A(1) / A(m));
   const AllLanesSum<D> sum(d);
+  const SumsOfEach<3, D> sums_of(d, sum);
   constexpr size_t kBuf = kBuffered ? size_t(kMaxBufferedGroup) : 1;
   HWY_ALIGN A cb[kBuf], dyb[kBuf];
   for (int64_t r = r0, ch0 = r0 % G * m; r < r1; ++r) {  // ch0: the group's first channel
@@ -1276,7 +1353,9 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
     for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C)) {
       v.template pass1<kBuffered>(off0 + j * L, ch, vs, sc, sg, sgc, cb + j * L, dyb + j * L);
     }
-    const BackwardConstants<D> k(vrs, sum(sc), sum(sg), sum(sgc), inv_m);
+    hn::Vec<D> sums[3] = {sc, sg, sgc}, total[3];
+    sums_of(sums, total);
+    const BackwardConstants<D> k(vrs, total[0], total[1], total[2], inv_m);
     ch = ch0;
     for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C)) {
       v.template pass2<kBuffered>(off0 + j * L, ch, vs, vrs, k.vdr, k.k2, k.k3, cb + j * L, dyb + j * L);
@@ -1306,6 +1385,7 @@ void BackwardLargeGroups4(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRI
   const int64_t C = v.C, m = C / G, vpg = m / L;
   const auto inv_m = hn::Set(d, A(1) / A(m));
   const AllLanesSum<D> sum(d);
+  const SumsOfEach<3 * R, D> sums_of(d, sum);
   for (int64_t n = n0; n + R <= n1; n += R) {
     for (int64_t g = 0; g < G; ++g) {
       // group g of sample n + k: row (n + k) * G + g of mean and rstd, values from (n + k) * C + g * m
@@ -1328,9 +1408,12 @@ void BackwardLargeGroups4(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRI
           sgc[k] = hn::MulAdd(gv, cv, sgc[k]);
         }
       }
+      hn::Vec<D> sums[3 * R], total[3 * R];
+      for (int k = 0; k < R; ++k) sums[3 * k] = sc[k], sums[3 * k + 1] = sg[k], sums[3 * k + 2] = sgc[k];
+      sums_of(sums, total);
       hn::Vec<D> vdr[R], k2[R], k3[R];
       for (int k = 0; k < R; ++k) {
-        const BackwardConstants<D> kk(vrs[k], sum(sc[k]), sum(sg[k]), sum(sgc[k]), inv_m);
+        const BackwardConstants<D> kk(vrs[k], total[3 * k], total[3 * k + 1], total[3 * k + 2], inv_m);
         vdr[k] = kk.vdr, k2[k] = kk.k2, k3[k] = kk.k3;
       }
       // pass 2: xhat; dweight, dbias (the four samples in order); dx
