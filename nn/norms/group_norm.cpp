@@ -1445,7 +1445,8 @@ void BackwardLargeGroups4(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRI
 // shift per 16 values each), and its large groups are bound by the two vector ports: removing 8 of a group's
 // ~70 operations (SumsOfEach) gained 4-5% at 1024 x 4096. As the forward of 3c does, this path loads x and dy
 // in pairs (LoadBf16Pairs: one load and two bit operations give 2L values as two vectors, the even channels
-// and the odd ones), for groups of m = a multiple of 2L values, so a group is V = m / 2L whole pair blocks.
+// and the odd ones), for the shapes of 3c: groups of m = a multiple of 2L values (V = m / 2L whole pair
+// blocks, BackwardPairGroups), or of m < 2L dividing 2L (BackwardPairSmall, below).
 // Everything a value meets per channel is in the same pair order (pair_slot): w, laid out once per call by
 // group_norm_backward, and the dweight and dbias partial rows, which stay in pair order through
 // sum_over_chunks and are put back in channel order once, at the end. dx goes back in place as it is stored
@@ -1547,14 +1548,84 @@ void BackwardPairGroups(const hwy::bfloat16_t* HWY_RESTRICT dy, const hwy::bfloa
     }
   }
 }
+
+// Groups of m < 2L values (W = m / 2 lanes of lo and of hi per group: m = 2, 4, 8, 16 on AVX-512): groups
+// [r0, r1), a batch of L groups is W pair loads, as in ForwardPairsSmall. A load's lanes hold 2L / m whole
+// groups, so its c, g and g c go to SumRuns as they are (lane q of the result: group q), the constants of the
+// L groups are computed side by side, and come back to the lanes that need them by a lane permute
+// (GroupLanes, runs of W lanes).
+template <int W>
+void BackwardPairSmall(const hwy::bfloat16_t* HWY_RESTRICT dy, const hwy::bfloat16_t* HWY_RESTRICT x,
+                       const float* HWY_RESTRICT wp, const float* HWY_RESTRICT mean,
+                       const float* HWY_RESTRICT rstd, hwy::bfloat16_t* HWY_RESTRICT dx,
+                       float* HWY_RESTRICT dwp, float* HWY_RESTRICT dbp, int64_t r0, int64_t r1, int64_t C,
+                       int64_t G) {
+  using D = hn::ScalableTag<float>;
+  using V = hn::Vec<D>;
+  const D d;
+  constexpr int64_t m = 2 * W;
+  const int64_t L = int64_t(hn::Lanes(d)), P = 2 * L;
+  const auto inv_m = hn::Set(d, 1.0f / float(m));
+  const GroupLanes<D> lanes(d, W);  // runs of W lanes: a group's lanes in lo and in hi
+  const hwy::bfloat16_t *x_end = x + r1 * m, *dy_end = dy + r1 * m;
+  for (int64_t r = r0, ch0 = r0 % G * m; r < r1; r += L) {    // r: the batch's first group, ch0: its channel
+    const int64_t nb = std::min(L, r1 - r), nv = nb * W / L;  // groups, pair loads
+    const int64_t off0 = r * m;
+    const auto vs = LoadAN(d, mean + r, size_t(nb));  // lane q: group q's saved mean and rstd
+    const auto vrs = LoadAN(d, rstd + r, size_t(nb));
+    // pass 1: per load, c, g and g c of its groups (lo + hi)
+    V sc[W], sg[W], sgc[W];
+    int64_t ch = ch0;
+    HWY_UNROLL(8)
+    for (int j = 0; j < W; ++j) {
+      sc[j] = sg[j] = sgc[j] = hn::Zero(d);
+      if (j < nv) {
+        const int64_t off = off0 + j * P;
+        PrefetchAhead(x + off, x_end);
+        PrefetchAhead(dy + off, dy_end);
+        const auto sj = hn::TableLookupLanes(vs, lanes.spread[j]);
+        V xv[2], dyv[2];
+        LoadBf16Pairs(d, x + off, xv[0], xv[1]);
+        LoadBf16Pairs(d, dy + off, dyv[0], dyv[1]);
+        const V c[2] = {hn::Sub(xv[0], sj), hn::Sub(xv[1], sj)};
+        const V g[2] = {hn::Mul(dyv[0], hn::LoadU(d, wp + ch)), hn::Mul(dyv[1], hn::LoadU(d, wp + ch + L))};
+        sc[j] = hn::Add(c[0], c[1]);
+        sg[j] = hn::Add(g[0], g[1]);
+        sgc[j] = hn::MulAdd(g[1], c[1], hn::Mul(g[0], c[0]));
+        ch = NextChannel(ch, P, C);
+      }
+    }
+    const BackwardConstants<D> k(vrs, SumRuns<W>(d, sc), SumRuns<W>(d, sg), SumRuns<W>(d, sgc), inv_m);
+    // pass 2: each load's groups' constants spread to its lanes; xhat, dweight, dbias, dx
+    ch = ch0;
+    for (int64_t j = 0; j < nv; ++j, ch = NextChannel(ch, P, C)) {
+      const int64_t off = off0 + j * P;
+      const auto& sp = lanes.spread[j];
+      const auto sj = hn::TableLookupLanes(vs, sp), rsj = hn::TableLookupLanes(vrs, sp),
+                 drj = hn::TableLookupLanes(k.vdr, sp), k2j = hn::TableLookupLanes(k.k2, sp),
+                 k3j = hn::TableLookupLanes(k.k3, sp);
+      V xv[2], dyv[2], out[2];
+      LoadBf16Pairs(d, x + off, xv[0], xv[1]);
+      LoadBf16Pairs(d, dy + off, dyv[0], dyv[1]);
+      for (int h = 0; h < 2; ++h) {
+        const int64_t c = ch + h * L;
+        const auto xhat = hn::MulAdd(hn::Sub(xv[h], sj), rsj, drj);
+        if (dwp) hn::StoreU(hn::MulAdd(dyv[h], xhat, hn::LoadU(d, dwp + c)), d, dwp + c);
+        if (dbp) hn::StoreU(hn::Add(dyv[h], hn::LoadU(d, dbp + c)), d, dbp + c);
+        out[h] = hn::MulAdd(hn::Mul(dyv[h], hn::LoadU(d, wp + c)), rsj, hn::MulAdd(xhat, k3j, k2j));
+      }
+      if (dx) ng::simd::HWY_NAMESPACE::StoreBf16Interleaved(d, out[0], out[1], dx + off);
+    }
+    ch0 = ch;
+  }
+}
 #endif  // HWY_TARGET != HWY_SCALAR
 
 // The f32 lane count L of the pairs backward for bf16 x of shape (N, C) with G groups on this target, or 0
-// where it does not apply: the forward's pairs path applies (GroupNormPairLanes) and m is a multiple of 2L.
+// where it does not apply: the shapes of the forward's pairs path (GroupNormPairLanes).
 template <typename T>
 int64_t GroupNormBackwardPairLanes(int64_t C, int64_t S, int64_t G) {
-  const int64_t L = GroupNormPairLanes<T>(C, S, G);
-  return L > 0 && (C / G) % (2 * L) == 0 ? L : 0;
+  return GroupNormPairLanes<T>(C, S, G);
 }
 
 // Samples [n0, n1) of a bf16 (N, C) input that GroupNormBackwardPairLanes accepts; wp: w laid out by
@@ -1566,7 +1637,20 @@ void GroupNormBackwardPairs(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, c
                             int64_t n0, int64_t n1, int64_t C, int64_t G) {
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (UseBf16Pairs<hn::ScalableTag<AccT<T>>, T>()) {
-    const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<float>())), nv = C / G / (2 * L);
+    constexpr int kL = int(hn::MaxLanes(hn::ScalableTag<float>()));
+    const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<float>())), m = C / G, nv = m / (2 * L);
+    if (m < 2 * L) {  // small groups, L to a batch
+      const int64_t r0 = n0 * G, r1 = n1 * G;
+      if constexpr (kL >= 1)
+        if (m == 2) return BackwardPairSmall<1>(dy, x, wp, mean, rstd, dx, dwp, dbp, r0, r1, C, G);
+      if constexpr (kL >= 2)
+        if (m == 4) return BackwardPairSmall<2>(dy, x, wp, mean, rstd, dx, dwp, dbp, r0, r1, C, G);
+      if constexpr (kL >= 4)
+        if (m == 8) return BackwardPairSmall<4>(dy, x, wp, mean, rstd, dx, dwp, dbp, r0, r1, C, G);
+      if constexpr (kL >= 8)
+        if (m == 16) return BackwardPairSmall<8>(dy, x, wp, mean, rstd, dx, dwp, dbp, r0, r1, C, G);
+      return;
+    }
     // four samples at a time where w, dweight and dbias are past half the L1, as in 3b (C > 2048)
     const bool wide = int64_t(3 * sizeof(float)) * C > 24576;
     const int64_t n4 = wide ? n0 + (n1 - n0) / 4 * 4 : n0;
