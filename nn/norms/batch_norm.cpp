@@ -251,7 +251,9 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
     //
     // Channels in blocks of kBlock vectors whose shift and sums stay in registers while the block's column of
     // the chunk is walked. The same operations in the same order per channel as the loop over whole rows
-    // below (which does the channels left over), so the same bits. Why: that loop keeps K and the sums in
+    // below (which does the channels left over), so the same bits (as long as the compiler fuses no multiply
+    // into an add: this file is built with -ffp-contract=off, see CMakeLists.txt; test
+    // BatchNorm.RegisterBlocksGiveTheBitsOfTheWholeRowLoop). Why: that loop keeps K and the sums in
     // arrays, so each vector of x costs loads and stores besides its own load, and at C = 4096 the arrays (64
     // KiB) no longer fit the L1: the statistics took longer than the output pass. But walking a chunk
     // column-block by column-block reads its rows as many short streams (32 rows of 4 KiB at C = 1024),
@@ -259,8 +261,15 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
     // f32, A/B) 5.8 -> 4.7 ms at 1024 x 4096, but 3.2 -> 3.5-3.9 ms at 4096 x 1024 and 2.4-2.8 -> 2.9-3.3
     // ms at 16384 x 256. So the blocks are used only where four arrays would not fit half of a 32 KiB L1
     // (C > 1024 in f32).
+    //
+    // f16/bf16 rows of up to 8192 values keep the whole-row loop past that: their blocks' columns are half as
+    // wide in bytes (128 B per row at kBlock = 4), and reading whole rows gains more than the arrays cost
+    // from the L2. Measured (Xeon model 167, 2 threads, bf16, the statistics' time = a training forward less
+    // an eval one, best of 200): 1024 x 4096 0.32-0.33 -> 0.27-0.28 ms, 512 x 8192 0.31-0.32 -> 0.27-0.29,
+    // 2048 x 2048 0.25 -> 0.24; but 256 x 16384 0.21-0.22 -> 0.28-0.29, so wider rows keep the blocks. f32
+    // keeps the blocks at 1024 x 4096 (0.34 -> 0.42 ms the other way). Same bits either way.
     constexpr int64_t kBlock = 4;
-    const bool arrays_fit_l1 = !bn_stats_wide(C, sizeof(A));
+    const bool arrays_fit_l1 = !bn_stats_wide(C, sizeof(A)) || (sizeof(T) < sizeof(A) && C <= 8192);
     const int64_t L = int64_t(hn::Lanes(d));
     const int64_t m = std::min<int64_t>(n1 - n0, 8);
     const auto vm = hn::Set(d, A(m)), vcount = hn::Set(d, count);
@@ -543,7 +552,8 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
   if (S == 1) {
     // Wide rows (the five per-channel arrays would overflow the L1): channels in register blocks, as in
     // BatchNormMomentsChunk, each block's column of the chunk walked once, its mean, rstd and both sums in
-    // registers. The same operations in the same order per channel, so the same bits. The whole backward
+    // registers. The same operations in the same order per channel, so the same bits (-ffp-contract=off, as
+    // above). The whole backward
     // (these sums, then dx) at 1024 x 4096 f32 on AMD Zen 4, A/B in alternating runs: 6.3-6.9 -> 6.0-6.4 ms
     // on 1 thread, 3.2-3.7 -> 3.1-3.2 ms on 2.
     constexpr int64_t kBlock = 4;
