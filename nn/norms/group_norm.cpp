@@ -407,7 +407,7 @@ void GroupNormBackwardRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, co
 //          SumRuns then reduces the group vectors; per-group values come back as broadcasts. The passes
 //          after the first read the batch from L1 (f16/bf16: from a buffer of x - K, converted once).
 // The backward batches the small groups the same way and takes large groups one at a time (see there); bf16
-// groups of whole pair blocks take 3d instead.
+// groups of the shapes 3c takes go to 3d (in pairs) instead.
 // A batch may span samples (the groups of all samples are consecutive rows of m values); only w and b
 // depend on the channel, which wraps at C (C % L == 0, so a vector never straddles two samples).
 //
