@@ -1294,14 +1294,14 @@ struct SumsOfEach {
     }
   }
 
-  HWY_INLINE void operator()(hn::Vec<D>* HWY_RESTRICT v, hn::Vec<D>* HWY_RESTRICT out) const {
+  HWY_INLINE void operator()(const hn::Vec<D>* HWY_RESTRICT v, hn::Vec<D>* HWY_RESTRICT out) const {
     for (int first = 0; first < K; first += int(L)) Batch(v + first, BatchSize(first), out + first, first);
   }
 
  private:
   static constexpr int kFold = 2 * (K < int(kMaxLanes) ? K : int(kMaxLanes));  // >= P
 
-  HWY_INLINE void Batch(hn::Vec<D>* HWY_RESTRICT v, int count, hn::Vec<D>* HWY_RESTRICT out,
+  HWY_INLINE void Batch(const hn::Vec<D>* HWY_RESTRICT v, int count, hn::Vec<D>* HWY_RESTRICT out,
                         int first) const {
     const D d;
     const int P = PowerOfTwoAtLeast(count);
@@ -1442,8 +1442,8 @@ void BackwardLargeGroups4(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRI
 // ---- 3d. The (N, C) backward for bf16: the values in pairs ---------------------------------------------
 //
 // The bf16 backward of 3b converts x and dy twice per value (once in each pass: a widening shuffle and a
-// shift per 16 values each), and its large groups are bound by the two vector ports: removing 8 of a group's
-// ~70 operations (SumsOfEach) gained 4-5% at 1024 x 4096. As the forward of 3c does, this path loads x and dy
+// shift per 16 values each), and at 4096 x 1024 it took longer than its f32 backward for half the bytes. As
+// the forward of 3c does, this path loads x and dy
 // in pairs (LoadBf16Pairs: one load and two bit operations give 2L values as two vectors, the even channels
 // and the odd ones), for the shapes of 3c: groups of m = a multiple of 2L values (V = m / 2L whole pair
 // blocks, BackwardPairGroups), or of m < 2L dividing 2L (BackwardPairSmall, below).
@@ -1457,6 +1457,8 @@ void BackwardLargeGroups4(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRI
 //           dweight = fma(dy, xhat, .), dbias += dy;  dx = fma(g, rstd, fma(xhat, k3, k2))
 // These are 3b's operations per value; the sums add the values in another order, so d, mean_g, mean_gx and
 // dx can differ from 3b's in the last bits (the tests hold both to the reference).
+// Measured (Xeon model 167, 2 threads, best of 5): 4096 x 1024 0.874 -> 0.763 ms, 16384 x 256 0.869 -> 0.762;
+// 1024 x 4096 (four samples at a time) level, 0.616 -> 0.615, so that kernel is not bound by its conversions.
 // R samples at a time (R = 4 where w, dweight and dbias are past half the L1, as BackwardLargeGroups4 does,
 // then R = 1 for the samples left over): per sample the same operations in the same order, and dweight and
 // dbias take the samples in order either way, so the bits do not depend on R.
@@ -1621,15 +1623,8 @@ void BackwardPairSmall(const hwy::bfloat16_t* HWY_RESTRICT dy, const hwy::bfloat
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 
-// The f32 lane count L of the pairs backward for bf16 x of shape (N, C) with G groups on this target, or 0
-// where it does not apply: the shapes of the forward's pairs path (GroupNormPairLanes).
-template <typename T>
-int64_t GroupNormBackwardPairLanes(int64_t C, int64_t S, int64_t G) {
-  return GroupNormPairLanes<T>(C, S, G);
-}
-
-// Samples [n0, n1) of a bf16 (N, C) input that GroupNormBackwardPairLanes accepts; wp: w laid out by
-// pair_slot; dwp, dbp: this chunk's (C) partials, in the same order (or null).
+// Samples [n0, n1) of a bf16 (N, C) input that GroupNormPairLanes accepts (the forward's shapes); wp: w laid
+// out by pair_slot; dwp, dbp: this chunk's (C) partials, in the same order (or null).
 template <typename T>
 void GroupNormBackwardPairs(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT wp,
                             const AccT<T>* HWY_RESTRICT mean, const AccT<T>* HWY_RESTRICT rstd,
@@ -1641,8 +1636,7 @@ void GroupNormBackwardPairs(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x, c
     const int64_t L = int64_t(hn::Lanes(hn::ScalableTag<float>())), m = C / G, nv = m / (2 * L);
     if (m < 2 * L) {  // small groups, L to a batch
       const int64_t r0 = n0 * G, r1 = n1 * G;
-      if constexpr (kL >= 1)
-        if (m == 2) return BackwardPairSmall<1>(dy, x, wp, mean, rstd, dx, dwp, dbp, r0, r1, C, G);
+      if (m == 2) return BackwardPairSmall<1>(dy, x, wp, mean, rstd, dx, dwp, dbp, r0, r1, C, G);
       if constexpr (kL >= 2)
         if (m == 4) return BackwardPairSmall<2>(dy, x, wp, mean, rstd, dx, dwp, dbp, r0, r1, C, G);
       if constexpr (kL >= 4)
@@ -1744,9 +1738,6 @@ void GroupNormBackwardBatches(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x,
                                       int64_t n1, int64_t C, int64_t G) {                                    \
     GroupNormBackwardBatches<T>(dy, x, w, mean, rstd, dx, dw, db, n0, n1, C, G);                             \
   }                                                                                                          \
-  int64_t GroupNormBackwardPairLanes##NAME(int64_t C, int64_t S, int64_t G) {                                \
-    return GroupNormBackwardPairLanes<T>(C, S, G);                                                           \
-  }                                                                                                          \
   void GroupNormBackwardPairs##NAME(const T* dy, const T* x, const AccT<T>* wp, const AccT<T>* mean,         \
                                     const AccT<T>* rstd, T* dx, AccT<T>* dwp, AccT<T>* dbp, int64_t n0,      \
                                     int64_t n1, int64_t C, int64_t G) {                                      \
@@ -1794,10 +1785,6 @@ HWY_EXPORT(GroupNormBackwardBatchesF32);
 HWY_EXPORT(GroupNormBackwardBatchesF64);
 HWY_EXPORT(GroupNormBackwardBatchesF16);
 HWY_EXPORT(GroupNormBackwardBatchesBF16);
-HWY_EXPORT(GroupNormBackwardPairLanesF32);
-HWY_EXPORT(GroupNormBackwardPairLanesF64);
-HWY_EXPORT(GroupNormBackwardPairLanesF16);
-HWY_EXPORT(GroupNormBackwardPairLanesBF16);
 HWY_EXPORT(GroupNormBackwardPairsF32);
 HWY_EXPORT(GroupNormBackwardPairsF64);
 HWY_EXPORT(GroupNormBackwardPairsF16);
@@ -1808,6 +1795,21 @@ HWY_EXPORT(GroupNormBackwardPairsBF16);
 inline int64_t pair_slot(int64_t c, int64_t L) {
   const int64_t block = c / (2 * L) * (2 * L), i = c - block;
   return block + (i % 2) * L + i / 2;
+}
+
+// The C per-channel values at p (`absent` for each where p is null), laid out in pairs for L lanes.
+template <typename A>
+std::vector<A> laid_out_in_pairs(const A* p, A absent, int64_t C, int64_t L) {
+  std::vector<A> out(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) out[size_t(pair_slot(c, L))] = p ? p[c] : absent;
+  return out;
+}
+
+// The C values at p, laid out in pairs for L lanes, put back in channel order (in place).
+template <typename A>
+void back_from_pairs(A* p, int64_t C, int64_t L) {
+  const std::vector<A> laid(p, p + C);
+  for (int64_t c = 0; c < C; ++c) p[c] = laid[size_t(pair_slot(c, L))];
 }
 
 // Forward rows (groups) shorter than this run the scalar loop even in the fast path: a row shorter than one
@@ -1840,12 +1842,8 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
     NG_NORM_SIMD_CALL_RET(pair_lanes, T, GroupNormPairLanes, C, S, G);
     if (pair_lanes > 0) {
       // bf16 (N, C) input: the values in pairs (section 3c); w and b laid out in pairs once
-      std::vector<A> wp(static_cast<size_t>(C)), bp(static_cast<size_t>(C));
-      for (int64_t c = 0; c < C; ++c) {
-        const size_t p = size_t(pair_slot(c, pair_lanes));
-        wp[p] = pw ? pw[c] : A(1);
-        bp[p] = pb ? pb[c] : A(0);
-      }
+      const std::vector<A> wp = laid_out_in_pairs(pw, A(1), C, pair_lanes);
+      const std::vector<A> bp = laid_out_in_pairs(pb, A(0), C, pair_lanes);
       parallel_for(N, std::max<int64_t>(1, 16384 / C), [&](int64_t n0, int64_t n1) {
         NG_NORM_SIMD_CALL(T, GroupNormForwardPairs, hwy_ptr(px), wp.data(), bp.data(), hwy_ptr(py), pmean,
                           prstd, n0, n1, C, G, eps);
@@ -1912,23 +1910,18 @@ NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
       return;
     }
     int64_t pair_lanes = 0;
-    NG_NORM_SIMD_CALL_RET(pair_lanes, T, GroupNormBackwardPairLanes, C, S, G);
+    NG_NORM_SIMD_CALL_RET(pair_lanes, T, GroupNormPairLanes, C, S, G);
     if (pair_lanes > 0) {
-      // bf16 (N, C) input, groups of whole pair blocks: the values in pairs (section 3d). w laid out in
+      // bf16 (N, C) input of the forward's pairs shapes: the values in pairs (section 3d). w laid out in
       // pairs once; dweight and dbias come out in the same order, and go back once at the end.
-      std::vector<A> wp(static_cast<size_t>(C));
-      for (int64_t c = 0; c < C; ++c) wp[size_t(pair_slot(c, pair_lanes))] = pw ? pw[c] : A(1);
+      const std::vector<A> wp = laid_out_in_pairs(pw, A(1), C, pair_lanes);
       const RowChunks chunks = row_chunks(N, C);
       sum_over_chunks(chunks, N, C, pdw, pdb, [&](int64_t n0, int64_t n1, A* dw_part, A* db_part) {
         NG_NORM_SIMD_CALL(T, GroupNormBackwardPairs, hwy_ptr(pdy), hwy_ptr(px), wp.data(), mean.data<A>(),
                           rstd.data<A>(), hwy_ptr(pdx), dw_part, db_part, n0, n1, C, G);
       });
-      std::vector<A> laid(static_cast<size_t>(C));
-      for (A* out : {pdw, pdb}) {
-        if (!out) continue;
-        std::copy(out, out + C, laid.begin());
-        for (int64_t c = 0; c < C; ++c) out[c] = laid[size_t(pair_slot(c, pair_lanes))];
-      }
+      if (pdw) back_from_pairs(pdw, C, pair_lanes);
+      if (pdb) back_from_pairs(pdb, C, pair_lanes);
       return;
     }
     std::vector<A> ones;
