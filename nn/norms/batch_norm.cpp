@@ -553,9 +553,8 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
     // Wide rows (the five per-channel arrays would overflow the L1): channels in register blocks, as in
     // BatchNormMomentsChunk, each block's column of the chunk walked once, its mean, rstd and both sums in
     // registers. The same operations in the same order per channel, so the same bits (-ffp-contract=off, as
-    // above). The whole backward
-    // (these sums, then dx) at 1024 x 4096 f32 on AMD Zen 4, A/B in alternating runs: 6.3-6.9 -> 6.0-6.4 ms
-    // on 1 thread, 3.2-3.7 -> 3.1-3.2 ms on 2.
+    // above). The whole backward (these sums, then dx) at 1024 x 4096 f32 on AMD Zen 4, A/B in alternating
+    // runs: 6.3-6.9 -> 6.0-6.4 ms on 1 thread, 3.2-3.7 -> 3.1-3.2 ms on 2.
     constexpr int64_t kBlock = 4;
     int64_t cb = 0;
     if (bn_sums_wide(C, sizeof(A))) {
