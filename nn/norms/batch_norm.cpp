@@ -194,12 +194,16 @@ HWY_INLINE V Tree(const V* v) {
 
 // R consecutive samples of an (N, stride) input, channels [0, C) from row on, shifted by K:
 //   s1[c] += tree(x_kc - K_c),  s2[c] += tree((x_kc - K_c)^2)      (the statistics' pass A, below)
+// `ahead` (or null): the next R samples' row, asked for line by line, in step with this walk (see below).
 template <int R, class D, typename T>
 HWY_INLINE void ShiftedSumsAcross(D d, const T* HWY_RESTRICT row, int64_t stride, int64_t C,
                                   const hn::TFromD<D>* HWY_RESTRICT K, hn::TFromD<D>* HWY_RESTRICT s1,
-                                  hn::TFromD<D>* HWY_RESTRICT s2) {
+                                  hn::TFromD<D>* HWY_RESTRICT s2, const T* ahead = nullptr) {
   const int64_t L = int64_t(hn::Lanes(d));
+  constexpr int64_t kLine = 64 / int64_t(sizeof(T));  // values per cache line
   for (int64_t c = 0; c < C; c += L) {
+    if (ahead && c % kLine == 0)
+      for (int k = 0; k < R; ++k) hwy::Prefetch(ahead + k * stride + c);
     const size_t cnt = size_t(std::min(L, C - c));
     const auto vK = LoadAN(d, K + c, cnt);
     hn::Vec<D> t[R], sq[R];
@@ -345,9 +349,20 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
                       [&](hn::Vec<D> v, int64_t, size_t) { return v; });
     for (int64_t c = 0; c < Cr; ++c) K[c] = K[c] / A(m);
     // pass A
+    // Four samples per walk are four streams, each of one row; on rows of a few KiB the hardware
+    // prefetchers start them anew every four samples and the walk waits on memory at each start. So rows of
+    // at most kAskAheadRowBytes ask for the next four samples during the walk. Measured (Xeon model 167, 2
+    // threads): a standalone copy of this walk over 4096 x 1024 bf16 took 0.198 ms against 0.153 for a plain
+    // read of x, and 0.153 asking ahead (16384 x 256: 0.198 -> 0.164); at 1024 x 4096 (8 KiB rows) asking
+    // made it slower, 0.180 -> 0.199, and f32 rows of 1-4 KiB already ran at the read's speed. In the
+    // forward (`scripts/bench_ab.py --filter batch_norm --rounds 4`, best): bf16 4096 x 1024 0.585 -> 0.565
+    // ms, 16384 x 256 0.537 -> 0.494; f32 level. (Prefetches only: the same bits.)
+    constexpr int64_t kAskAheadRowBytes = 4096;
+    const bool ask_ahead = C * int64_t(sizeof(T)) <= kAskAheadRowBytes;
     int64_t n = n0;
     for (; n + 4 <= n1; n += 4)
-      ShiftedSumsAcross<4>(d, x + n * C + cb, C, Cr, K.data(), s1.data(), s2.data());
+      ShiftedSumsAcross<4>(d, x + n * C + cb, C, Cr, K.data(), s1.data(), s2.data(),
+                           ask_ahead && n + 8 <= n1 ? x + (n + 4) * C + cb : nullptr);
     for (; n < n1; ++n) ShiftedSumsAcross<1>(d, x + n * C + cb, C, Cr, K.data(), s1.data(), s2.data());
     bool any_bad = false;
     for (int64_t c = 0; c < Cr; c += L) {
