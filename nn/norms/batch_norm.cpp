@@ -599,10 +599,45 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
         }
       }
     }
-    // The channels left over (all of them for narrower rows): row by row over the arrays.
+    // The channels left over (all of them for narrower rows): row by row over the arrays, four samples per
+    // walk over the channels where there are four. Each channel's sums take the samples' terms one by one,
+    // in order, as the row-by-row loop below does (the same bits); the walk loads the per-channel arrays
+    // once for four samples instead of once for each. Measured (Xeon model 167, 2 threads, bf16, the sums
+    // alone, best of 300): 4096 x 1024 0.362 -> 0.339 ms, 16384 x 256 0.340 -> 0.318; f32 level (it reads at
+    // the speed of a plain read already). Asking for the next four samples as the statistics do (above) added
+    // at most 0.01 ms there, and cost f32 as much, so it does not.
     const int64_t c_main = C - C % L;
     const size_t c_rest = size_t(C - c_main);
-    for (int64_t n = n0; n < n1; ++n) {
+    // the last c_rest channels of one sample (zero-padded dy: the padding adds nothing)
+    auto tail = [&](const T* HWY_RESTRICT xr, const T* HWY_RESTRICT dyr) {
+      const auto dyv = Tail<D, T>(dyr + c_main, c_rest).load(d);
+      const auto xv = Tail<D, T>(xr + c_main, c_rest).load(d);
+      const auto xhat = hn::Mul(
+          hn::Sub(hn::Sub(xv, LoadTailA(d, mh + c_main, c_rest)), LoadTailA(d, ml + c_main, c_rest)),
+          LoadTailA(d, rs + c_main, c_rest));
+      StoreTailA(d, hn::Add(LoadTailA(d, sdy + c_main, c_rest), dyv), sdy + c_main, c_rest);
+      StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, sdyx + c_main, c_rest)), sdyx + c_main, c_rest);
+    };
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4) {
+      const T* HWY_RESTRICT xr = x + n * C;
+      const T* HWY_RESTRICT dyr = dy + n * C;
+      for (int64_t c = cb; c < c_main; c += L) {
+        const auto vmh = hn::LoadU(d, mh + c), vml = hn::LoadU(d, ml + c), vrs = hn::LoadU(d, rs + c);
+        auto a_dy = hn::LoadU(d, sdy + c), a_dyx = hn::LoadU(d, sdyx + c);
+        for (int64_t k = 0; k < 4; ++k) {
+          const auto dyv = LoadAs(d, dyr + k * C + c);
+          const auto xhat = hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xr + k * C + c), vmh), vml), vrs);
+          a_dy = hn::Add(a_dy, dyv);
+          a_dyx = hn::MulAdd(dyv, xhat, a_dyx);
+        }
+        hn::StoreU(a_dy, d, sdy + c);
+        hn::StoreU(a_dyx, d, sdyx + c);
+      }
+      if (c_rest)
+        for (int64_t k = 0; k < 4; ++k) tail(xr + k * C, dyr + k * C);
+    }
+    for (; n < n1; ++n) {
       const T* HWY_RESTRICT xr = x + n * C;
       const T* HWY_RESTRICT dyr = dy + n * C;
       for (int64_t c = cb; c < c_main; c += L) {
@@ -613,15 +648,7 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
         hn::StoreU(hn::Add(hn::LoadU(d, sdy + c), dyv), d, sdy + c);
         hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, sdyx + c)), d, sdyx + c);
       }
-      if (c_rest) {  // zero-padded dy: the padding adds nothing
-        const auto dyv = Tail<D, T>(dyr + c_main, c_rest).load(d);
-        const auto xv = Tail<D, T>(xr + c_main, c_rest).load(d);
-        const auto xhat = hn::Mul(
-            hn::Sub(hn::Sub(xv, LoadTailA(d, mh + c_main, c_rest)), LoadTailA(d, ml + c_main, c_rest)),
-            LoadTailA(d, rs + c_main, c_rest));
-        StoreTailA(d, hn::Add(LoadTailA(d, sdy + c_main, c_rest), dyv), sdy + c_main, c_rest);
-        StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, sdyx + c_main, c_rest)), sdyx + c_main, c_rest);
-      }
+      if (c_rest) tail(xr, dyr);
     }
     return;
   }
