@@ -1790,18 +1790,22 @@ HWY_EXPORT(GroupNormBackwardPairsF64);
 HWY_EXPORT(GroupNormBackwardPairsF16);
 HWY_EXPORT(GroupNormBackwardPairsBF16);
 
-// pair_slot (section 3c): where channel c goes in w and b laid out in pairs for L lanes: within its block of
-// 2L channels, the even channels first (slot c/2), then the odd ones (slot L + c/2).
-inline int64_t pair_slot(int64_t c, int64_t L) {
-  const int64_t block = c / (2 * L) * (2 * L), i = c - block;
+// pair_slot (section 3c): where w and b laid out in pairs for L lanes keep channel block + i (block a
+// multiple of 2L, i < 2L): within its block of 2L channels, the even channels first (slot i/2), then the
+// odd ones (slot L + i/2). The loops below walk the blocks, so that no channel costs an integer division
+// (the run-time 2L): with one per channel, the three layouts of a backward (w, dweight, dbias) took ~50 us at
+// C = 4096 on the Xeon, 7% of the bf16 backward at 1024 x 4096.
+inline int64_t pair_slot(int64_t block, int64_t i, int64_t L) {
   return block + (i % 2) * L + i / 2;
 }
 
-// The C per-channel values at p (`absent` for each where p is null), laid out in pairs for L lanes.
+// The C per-channel values at p (`absent` for each where p is null), laid out in pairs for L lanes
+// (C % 2L == 0, as the pairs path requires).
 template <typename A>
 std::vector<A> laid_out_in_pairs(const A* p, A absent, int64_t C, int64_t L) {
   std::vector<A> out(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c) out[size_t(pair_slot(c, L))] = p ? p[c] : absent;
+  for (int64_t block = 0; block < C; block += 2 * L)
+    for (int64_t i = 0; i < 2 * L; ++i) out[size_t(pair_slot(block, i, L))] = p ? p[block + i] : absent;
   return out;
 }
 
@@ -1809,7 +1813,8 @@ std::vector<A> laid_out_in_pairs(const A* p, A absent, int64_t C, int64_t L) {
 template <typename A>
 void back_from_pairs(A* p, int64_t C, int64_t L) {
   const std::vector<A> laid(p, p + C);
-  for (int64_t c = 0; c < C; ++c) p[c] = laid[size_t(pair_slot(c, L))];
+  for (int64_t block = 0; block < C; block += 2 * L)
+    for (int64_t i = 0; i < 2 * L; ++i) p[block + i] = laid[size_t(pair_slot(block, i, L))];
 }
 
 // Forward rows (groups) shorter than this run the scalar loop even in the fast path: a row shorter than one
