@@ -73,9 +73,9 @@ HWY_INLINE hn::Vec<D> LoadF16Exact(D d, const hwy::float16_t* HWY_RESTRICT p) {
 //
 // Same bits as the rounding by hand below, with one exception: the instruction flushes denormal inputs
 // (|v| < 2^-126) to a signed zero, where we round them like any other value. Checked on all 2^32 float
-// bit patterns on AMD Zen 4 (2026-11-25): no other difference. So a vector with a denormal lane (found by
-// vfpclassps, one instruction) takes the rounding by hand. On Zen 4 this turns the ~10 vector operations
-// of a rounding store into 3, the largest cost of every bf16 norm kernel there.
+// bit patterns on AMD Zen 4 (2026-11-25): no other difference. So a vector with a denormal lane (found as
+// below) takes the rounding by hand. On Zen 4 this turns the ~10 vector operations of a rounding store into
+// 3, the largest cost of every bf16 norm kernel there.
 // (GCC and Clang both define __GNUC__; the inline assembly below is in their syntax.)
 #if HWY_TARGET == HWY_AVX3 && defined(__GNUC__)
 inline const bool kCpuHasAvx512Bf16 = [] {
