@@ -612,9 +612,9 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
     auto tail = [&](const T* HWY_RESTRICT xr, const T* HWY_RESTRICT dyr) {
       const auto dyv = Tail<D, T>(dyr + c_main, c_rest).load(d);
       const auto xv = Tail<D, T>(xr + c_main, c_rest).load(d);
-      const auto xhat = hn::Mul(
-          hn::Sub(hn::Sub(xv, LoadTailA(d, mh + c_main, c_rest)), LoadTailA(d, ml + c_main, c_rest)),
-          LoadTailA(d, rs + c_main, c_rest));
+      const auto xhat =
+          hn::Mul(hn::Sub(hn::Sub(xv, LoadTailA(d, mh + c_main, c_rest)), LoadTailA(d, ml + c_main, c_rest)),
+                  LoadTailA(d, rs + c_main, c_rest));
       StoreTailA(d, hn::Add(LoadTailA(d, sdy + c_main, c_rest), dyv), sdy + c_main, c_rest);
       StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, sdyx + c_main, c_rest)), sdyx + c_main, c_rest);
     };

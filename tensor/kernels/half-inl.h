@@ -248,8 +248,8 @@ HWY_INLINE void StoreBf16Interleaved(D d, hn::Vec<D> even, hn::Vec<D> odd, hwy::
       if (!Bf16ZeroWords(bits) ||
           (_mm512_fpclass_ps_mask(even.raw, 0x20) | _mm512_fpclass_ps_mask(odd.raw, 0x20)) == 0) {
         // word 2i <- word i, word 2i + 1 <- word 16 + i
-        const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                             23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23,
+                                             7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
         _mm512_storeu_si512(reinterpret_cast<void*>(p), _mm512_permutexvar_epi16(idx, bits));
         return;
       }
