@@ -489,6 +489,41 @@ TEST(LayerNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   EXPECT_GE(targets, 2);
 }
 
+TEST(LayerNorm, WideBf16BackwardKeepsSubnormalDx) {
+  // bf16 rows wider than 2048 values take the four-row backward, whose dx stores use vcvtne2ps2bf16 where
+  // the CPU has AVX512-BF16. The instruction flushes subnormal inputs to zero, so a pair with one must take
+  // the rounding by hand (StoreBf16PairWithInstruction, tensor/kernels/half-inl.h). dy here is scaled by
+  // 2^-128, so that most dx are f32 subnormals. The bf16 kernel computes dx in f32 exactly as the f32 kernel
+  // does on the same values (x and dy are bf16 values either way), so its dx must be the f32 kernel's dx
+  // rounded to nearest even, bit for bit: a flushed subnormal would be a zero there.
+  const int targets = for_each_target([&] {
+    const int64_t rows = 8, n = 4096;
+    Generator gen{11};
+    const Tensor x = randn({rows, n}, gen).to(DType::bf16);
+    const Tensor dy = (randn({rows, n}, gen) * 0x1p-128).to(DType::bf16);
+    const Tensor x32 = x.to(DType::f32), dy32 = dy.to(DType::f32), w = randn({n}, gen), b = randn({n}, gen);
+    const size_t all = static_cast<size_t>(rows * n);
+    std::vector<float> y32(all), mean(static_cast<size_t>(rows)), rstd(mean.size()), dx32(all);
+    std::vector<bf16> dx16(all);
+    norms::layer_norm_forward_rows<float, float>(x32.data<float>(), w.data<float>(), b.data<float>(),
+                                                 y32.data(), mean.data(), rstd.data(), rows, n, 1e-5f);
+    norms::layer_norm_backward_rows<float, float>(dy32.data<float>(), x32.data<float>(), w.data<float>(),
+                                                  mean.data(), rstd.data(), dx32.data(), nullptr, nullptr,
+                                                  rows, n);
+    norms::layer_norm_backward_rows<bf16, float>(dy.data<bf16>(), x.data<bf16>(), w.data<float>(),
+                                                 mean.data(), rstd.data(), dx16.data(), nullptr, nullptr,
+                                                 rows, n);
+    int64_t subnormal = 0, wrong = 0;
+    for (size_t i = 0; i < all; ++i) {
+      if (dx32[i] != 0.0f && std::abs(dx32[i]) < std::numeric_limits<float>::min()) ++subnormal;
+      if (dx16[i].bits != f32_to_bf16(dx32[i]).bits) ++wrong;
+    }
+    EXPECT_GT(subnormal, rows * n / 2);  // the case this test is about
+    EXPECT_EQ(wrong, 0);
+  });
+  EXPECT_GE(targets, 2);
+}
+
 TEST(LayerNorm, Errors) {
   Tensor x = randn({2, 16, 128});
   expect_error([&] { F::layer_norm(x, {128}, ones({64})); },

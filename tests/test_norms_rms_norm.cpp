@@ -222,6 +222,37 @@ TEST(RMSNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   EXPECT_GE(targets, 2);
 }
 
+TEST(RMSNorm, WideBf16BackwardKeepsSubnormalDx) {
+  // As LayerNorm.WideBf16BackwardKeepsSubnormalDx: bf16 rows of 4096 take the four-row backward, whose dx
+  // stores use vcvtne2ps2bf16 where the CPU has AVX512-BF16, and a pair with a subnormal value must take the
+  // rounding by hand. dy scaled by 2^-128 makes most dx f32 subnormals; the bf16 kernel's dx must be the f32
+  // kernel's dx on the same values, rounded to nearest even, bit for bit.
+  const int targets = for_each_target([&] {
+    const int64_t rows = 8, n = 4096;
+    Generator gen{12};
+    const Tensor x = randn({rows, n}, gen).to(DType::bf16);
+    const Tensor dy = (randn({rows, n}, gen) * 0x1p-128).to(DType::bf16);
+    const Tensor x32 = x.to(DType::f32), dy32 = dy.to(DType::f32), w = randn({n}, gen);
+    const size_t all = static_cast<size_t>(rows * n);
+    std::vector<float> y32(all), rstd(static_cast<size_t>(rows)), dx32(all);
+    std::vector<bf16> dx16(all);
+    norms::rms_norm_forward_rows<float, float>(x32.data<float>(), w.data<float>(), y32.data(), rstd.data(),
+                                               rows, n, 1e-5f);
+    norms::rms_norm_backward_rows<float, float>(dy32.data<float>(), x32.data<float>(), w.data<float>(),
+                                                rstd.data(), dx32.data(), nullptr, rows, n);
+    norms::rms_norm_backward_rows<bf16, float>(dy.data<bf16>(), x.data<bf16>(), w.data<float>(), rstd.data(),
+                                               dx16.data(), nullptr, rows, n);
+    int64_t subnormal = 0, wrong = 0;
+    for (size_t i = 0; i < all; ++i) {
+      if (dx32[i] != 0.0f && std::abs(dx32[i]) < std::numeric_limits<float>::min()) ++subnormal;
+      if (dx16[i].bits != f32_to_bf16(dx32[i]).bits) ++wrong;
+    }
+    EXPECT_GT(subnormal, rows * n / 2);  // the case this test is about
+    EXPECT_EQ(wrong, 0);
+  });
+  EXPECT_GE(targets, 2);
+}
+
 TEST(RMSNorm, Errors) {
   Tensor x = randn({2, 16, 128});
   expect_error([&] { F::rms_norm(x, ones({64})); },
