@@ -105,7 +105,7 @@ namespace ng::norms::HWY_NAMESPACE {
 // One step of pass 2 for R rows at once, columns [j, j + 2 Lanes): y = (x - K) * rstd + (-d * rstd), then
 // * w + b (vneg = -d * rstd), two vectors per row so that one instruction stores both as bf16 (StoreAs2).
 // !kShifted: the rows' statistics came unshifted (K = 0), and x - K is x.
-template <int R, bool kShifted, class D, typename T>
+template <int R, bool kShifted, bool kInstruction, class D, typename T>
 HWY_INLINE void LayerNormOutputPair(D d, const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                     const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n, int64_t j,
                                     const hn::Vec<D>* vK, const hn::Vec<D>* vrs, const hn::Vec<D>* vneg) {
@@ -116,7 +116,7 @@ HWY_INLINE void LayerNormOutputPair(D d, const T* HWY_RESTRICT x, const AccT<T>*
   for (int k = 0; k < R; ++k) {
     const auto xhat0 = hn::MulAdd(centre(LoadAs(d, x + k * n + j), k), vrs[k], vneg[k]);
     const auto xhat1 = hn::MulAdd(centre(LoadAs(d, x + k * n + j + L), k), vrs[k], vneg[k]);
-    StoreAs2(d, hn::MulAdd(xhat0, vw0, vb0), hn::MulAdd(xhat1, vw1, vb1), y + k * n + j);
+    StoreAs2With<kInstruction>(d, hn::MulAdd(xhat0, vw0, vb0), hn::MulAdd(xhat1, vw1, vb1), y + k * n + j);
   }
 }
 
@@ -124,7 +124,7 @@ HWY_INLINE void LayerNormOutputPair(D d, const T* HWY_RESTRICT x, const AccT<T>*
 // Each vector of w and b loaded serves the R rows. ahead (R = 1; null: none): a row of n 16-bit values
 // to prefetch on the way, one prefetch per two vectors (a 64-byte line on AVX-512; RowAfterNext,
 // norm_simd-inl.h).
-template <int R, bool kShifted, typename T>
+template <int R, bool kShifted, bool kInstruction, typename T>
 HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                     const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n,
                                     const AccT<T>* K, const AccT<T>* dmean, const AccT<T>* rs,
@@ -145,7 +145,7 @@ HWY_INLINE void LayerNormOutputRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_
   int64_t j = 0;
   for (; j + 2 * L <= n_main; j += 2 * L) {
     if (ahead) hwy::Prefetch(ahead + j);
-    LayerNormOutputPair<R, kShifted>(d, x, w, b, y, n, j, vK, vrs, vneg);
+    LayerNormOutputPair<R, kShifted, kInstruction>(d, x, w, b, y, n, j, vK, vrs, vneg);
   }
   for (; j < n_main; j += L) {
     const auto vw = hn::LoadU(d, w + j), vb = hn::LoadU(d, b + j);
@@ -176,12 +176,14 @@ HWY_INLINE bool AnyShifted(const AccT<T>* K) {
 
 // pass 2 for R rows. When the statistics of all R came from the unshifted bf16 sums (K = 0), without the
 // subtraction of K: one operation of the five per vector.
-template <int R, typename T>
+// kInstruction: see StoreAs2With (norm_simd-inl.h); the four-row groups take it (LayerNormForwardRowGroups).
+template <int R, typename T, bool kInstruction = false>
 HWY_INLINE void LayerNormOutput(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                 const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n, const AccT<T>* K,
                                 const AccT<T>* dmean, const AccT<T>* rs, const T* ahead = nullptr) {
-  if (!AnyShifted<R, T>(K)) return LayerNormOutputRows<R, false>(x, w, b, y, n, K, dmean, rs, ahead);
-  LayerNormOutputRows<R, true>(x, w, b, y, n, K, dmean, rs, ahead);
+  if (!AnyShifted<R, T>(K))
+    return LayerNormOutputRows<R, false, kInstruction>(x, w, b, y, n, K, dmean, rs, ahead);
+  LayerNormOutputRows<R, true, kInstruction>(x, w, b, y, n, K, dmean, rs, ahead);
 }
 
 // The output walk of the kRows rows at x (statistics K, dm, rs) with the next group's statistics inside it
@@ -189,7 +191,7 @@ HWY_INLINE void LayerNormOutput(const T* HWY_RESTRICT x, const AccT<T>* HWY_REST
 // their mean and rstd stored at mean_next, rstd_next. The walk takes the rows' unshifted sums (kTry, bf16)
 // or their shifted ones, and hands them to LayerNormRowStatistics, which takes the other kind from the cache
 // where a row needs it. The same operations per row as a row on its own, so the same bits.
-template <int kRows, bool kShifted, bool kTry, typename T>
+template <int kRows, bool kShifted, bool kTry, bool kInstruction, typename T>
 HWY_INLINE void LayerNormOutputFused(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                      const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y, int64_t n,
                                      const AccT<T>* K, const AccT<T>* dm, const AccT<T>* rs,
@@ -227,7 +229,7 @@ HWY_INLINE void LayerNormOutputFused(const T* HWY_RESTRICT x, const AccT<T>* HWY
         if (k + 1 < kRows) sums = start(k + 1);
       },
       [&](int64_t j) HWY_ATTR NG_ALWAYS_INLINE {
-        LayerNormOutputPair<kRows, kShifted>(d, x, w, b, y, n, j, vK, vrs, vneg);
+        LayerNormOutputPair<kRows, kShifted, kInstruction>(d, x, w, b, y, n, j, vK, vrs, vneg);
       });
 }
 
@@ -236,7 +238,7 @@ HWY_INLINE void LayerNormOutputFused(const T* HWY_RESTRICT x, const AccT<T>* HWY
 // a multiple of 4 vectors, the next group's statistics inside this group's output walk
 // (LayerNormOutputFused). Out of line, so that it does not change the code of the one-row loop below (when
 // it was inlined there, that loop ran 15-30% slower at 4096 x 1024).
-template <int kRows, typename T>
+template <int kRows, bool kInstruction, typename T>
 HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w,
                                             const AccT<T>* HWY_RESTRICT b, T* HWY_RESTRICT y,
                                             AccT<T>* HWY_RESTRICT mean, AccT<T>* HWY_RESTRICT rstd,
@@ -257,7 +259,7 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
   if (r0 < r1) statistics(r0);
   for (int64_t r = r0; r < r1; r += kRows) {
     if (!fused || r + kRows == r1) {  // this group's output; the next group's statistics (if any) after it
-      LayerNormOutput<kRows>(x + r * n, w, b, y + r * n, n, K, dm, rs);
+      LayerNormOutput<kRows, T, kInstruction>(x + r * n, w, b, y + r * n, n, K, dm, rs);
       if (r + kRows < r1) statistics(r + kRows);
       continue;
     }
@@ -270,8 +272,8 @@ HWY_NOINLINE void LayerNormForwardRowGroups(const T* HWY_RESTRICT x, const AccT<
     // for a block that starts in the next group; a wrong guess costs a pass over a row from the cache.)
     const bool tries = kBf16 && gate.open;
 #define NG_LN_FUSED(kShifted, kTry)                                                                         \
-  LayerNormOutputFused<kRows, kShifted, kTry>(x + r * n, w, b, y + r * n, n, K, dm, rs, next, K1, dm1, rs1, \
-                                              mean1, rstd1, gate, eps)
+  LayerNormOutputFused<kRows, kShifted, kTry, kInstruction>(x + r * n, w, b, y + r * n, n, K, dm, rs, next, \
+                                                            K1, dm1, rs1, mean1, rstd1, gate, eps)
     if (shifted && !tries) {
       NG_LN_FUSED(true, false);
     } else if constexpr (kBf16) {
@@ -399,7 +401,11 @@ void LayerNormForwardRows(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w
   UnshiftedGate gate;  // which bf16 rows try the unshifted sums (norm_simd-inl.h)
   if (int64_t(2 * sizeof(A)) * n > 16384) {
     r = r0 + (r1 - r0) / kRows * kRows;
-    LayerNormForwardRowGroups<kRows>(x, w, b, y, mean, rstd, r0, r, n, eps, gate);
+    // the group's stores with the bf16 instruction and the rare rounding by hand as a call (StoreAs2With)
+    if (Bf16InstructionHere<decltype(d), T>())
+      LayerNormForwardRowGroups<kRows, true>(x, w, b, y, mean, rstd, r0, r, n, eps, gate);
+    else
+      LayerNormForwardRowGroups<kRows, false>(x, w, b, y, mean, rstd, r0, r, n, eps, gate);
   }
   if (r < r1 && n * int64_t(sizeof(T)) <= 2048) {
 #if HWY_TARGET != HWY_SCALAR

@@ -133,6 +133,27 @@ HWY_INLINE void StoreAN(D d, hn::Vec<D> v, hn::TFromD<D>* HWY_RESTRICT p, size_t
   }
 }
 
+// StoreAs2, or where kInstruction (T bf16 on a CPU with AVX512-BF16: the caller checked kCpuHasAvx512Bf16)
+// StoreBf16PairWithInstruction (half-inl.h): the instruction, and the rare rounding by hand as a call
+// rather than code inlined after every store.
+template <bool kInstruction, class D, typename T>
+HWY_INLINE void StoreAs2With(D d, hn::Vec<D> lo, hn::Vec<D> hi, T* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_AVX3 && defined(__GNUC__)
+  if constexpr (kInstruction && std::is_same_v<T, hwy::bfloat16_t> && hn::MaxLanes(D()) == 16)
+    return ng::simd::HWY_NAMESPACE::StoreBf16PairWithInstruction(d, lo, hi, p);
+#endif
+  StoreAs2(d, lo, hi, p);
+}
+// Whether kInstruction may be true for T on this target and CPU.
+template <class D, typename T>
+HWY_INLINE bool Bf16InstructionHere() {
+#if HWY_TARGET == HWY_AVX3 && defined(__GNUC__)
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t> && hn::MaxLanes(D()) == 16)
+    return ng::simd::HWY_NAMESPACE::kCpuHasAvx512Bf16;
+#endif
+  return false;
+}
+
 // The output pass of a group of kRows rows of n values starting at row r: out[(r + k) n + i, + count) =
 // f(k, (r + k) n + i, w[i, + count) as a vector, count), for every k and every vector i of the row. Two
 // vectors at a time, so that one StoreAs2 stores both (one instruction for bf16), then the last vector and
@@ -154,14 +175,7 @@ HWY_INLINE void StoreRowsInPairsWith(D d, const hn::TFromD<D>* HWY_RESTRICT w, i
     const auto w0 = hn::LoadU(d, w + i), w1 = hn::LoadU(d, w + i + L);
     for (int k = 0; k < kRows; ++k) {
       const int64_t off = (r + k) * n + i;
-#if HWY_TARGET == HWY_AVX3 && defined(__GNUC__)
-      if constexpr (kInstruction) {
-        ng::simd::HWY_NAMESPACE::StoreBf16PairWithInstruction(d, f(k, off, w0, size_t(L)),
-                                                              f(k, off + L, w1, size_t(L)), out + off);
-        continue;
-      }
-#endif
-      StoreAs2(d, f(k, off, w0, size_t(L)), f(k, off + L, w1, size_t(L)), out + off);
+      StoreAs2With<kInstruction>(d, f(k, off, w0, size_t(L)), f(k, off + L, w1, size_t(L)), out + off);
     }
   }
   for (; i < n; i += L) {
@@ -174,12 +188,7 @@ HWY_INLINE void StoreRowsInPairsWith(D d, const hn::TFromD<D>* HWY_RESTRICT w, i
 template <int kRows, class D, typename T, class F>
 HWY_INLINE void StoreRowsInPairs(D d, const hn::TFromD<D>* HWY_RESTRICT w, int64_t r, int64_t n,
                                  T* HWY_RESTRICT out, const F& f) {
-#if HWY_TARGET == HWY_AVX3 && defined(__GNUC__)
-  if constexpr (std::is_same_v<T, hwy::bfloat16_t> && hn::MaxLanes(D()) == 16) {
-    if (ng::simd::HWY_NAMESPACE::kCpuHasAvx512Bf16)
-      return StoreRowsInPairsWith<kRows, true>(d, w, r, n, out, f);
-  }
-#endif
+  if (Bf16InstructionHere<D, T>()) return StoreRowsInPairsWith<kRows, true>(d, w, r, n, out, f);
   StoreRowsInPairsWith<kRows, false>(d, w, r, n, out, f);
 }
 
