@@ -489,7 +489,7 @@ TEST(LayerNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
   EXPECT_GE(targets, 2);
 }
 
-TEST(LayerNorm, WideBf16BackwardKeepsSubnormalDx) {
+TEST(LayerNorm, WideBf16RowsKeepSubnormalOutputs) {
   // bf16 rows wider than 2048 values take the four-row backward, whose dx stores use vcvtne2ps2bf16 where
   // the CPU has AVX512-BF16. The instruction flushes subnormal inputs to zero, so a pair with one must take
   // the rounding by hand (StoreBf16PairWithInstruction, tensor/kernels/half-inl.h). dy here is scaled by
@@ -520,6 +520,28 @@ TEST(LayerNorm, WideBf16BackwardKeepsSubnormalDx) {
     }
     EXPECT_GT(subnormal, rows * n / 2);  // the case this test is about
     EXPECT_EQ(wrong, 0);
+
+    // The forward's four-row output stores the same way. With w at 2^-128 and b = 0 most y are f32
+    // subnormals. The bf16 forward may take its statistics another way than the f32 one (the unshifted
+    // sums), so y is held to the f32 kernel's to a few bf16 units, and no y may be a zero where the f32 y
+    // is at least 2^-132 (a flushed subnormal; bf16's smallest is 2^-133).
+    const Tensor w_tiny = w * 0x1p-128, zero = zeros({n});
+    std::vector<bf16> y16(all);
+    std::vector<float> mean16(mean.size()), rstd16(mean.size());
+    norms::layer_norm_forward_rows<float, float>(x32.data<float>(), w_tiny.data<float>(), zero.data<float>(),
+                                                 y32.data(), mean.data(), rstd.data(), rows, n, 1e-5f);
+    norms::layer_norm_forward_rows<bf16, float>(x.data<bf16>(), w_tiny.data<float>(), zero.data<float>(),
+                                                y16.data(), mean16.data(), rstd16.data(), rows, n, 1e-5f);
+    int64_t tiny = 0, flushed = 0, far = 0;
+    for (size_t i = 0; i < all; ++i) {
+      const double e = y32[i], got = bf16_to_f32(y16[i]);
+      if (e != 0.0 && std::abs(e) < double(std::numeric_limits<float>::min())) ++tiny;
+      if (std::abs(e) >= 0x1p-132 && got == 0.0) ++flushed;
+      if (std::abs(got - e) > 0x1p-7 * std::abs(e) + 0x1p-132) ++far;
+    }
+    EXPECT_GT(tiny, rows * n / 2);
+    EXPECT_EQ(flushed, 0);
+    EXPECT_EQ(far, 0);
   });
   EXPECT_GE(targets, 2);
 }
