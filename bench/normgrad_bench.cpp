@@ -106,6 +106,43 @@ Timing time_it(const std::function<void()>& fn, double min_time = -1) {
   return {t.front(), t[t.size() / 2], int(t.size())};
 }
 
+// Several functions timed in turns of `turn` seconds each (a turn's first call untimed), until each has had
+// min_time: for figures that are ratios of two timings, such as 1 -> 2 threads. This host has fast and slow
+// phases of seconds to minutes (docs/performance.md); two timings taken one after the other can fall in
+// different phases (stop 33: a 1.70x scaling whose 1-thread half came at 88% of the peak, in a fast phase),
+// while turns of 50 ms give both the same odds. A turn also switches the thread count (each function sets
+// its own), and its untimed first call (for calls much shorter than a turn) absorbs waking the idle OpenMP
+// thread.
+std::vector<Timing> time_in_turns(const std::vector<std::function<void()>>& fns, double min_time = -1,
+                                  double turn = 0.05) {
+  if (min_time < 0) min_time = opt.min_time;
+  std::vector<std::vector<double>> t(fns.size());
+  std::vector<double> spent(fns.size(), 0.0);
+  auto done = [&] {
+    for (size_t i = 0; i < fns.size(); ++i)
+      if (t[i].size() < 3 || (spent[i] < min_time && t[i].size() < 10000)) return false;
+    return true;
+  };
+  while (!done()) {
+    for (size_t i = 0; i < fns.size(); ++i) {
+      if (t[i].empty() || t[i].back() < turn / 10) fns[i]();  // untimed (a call of a turn's length: no need)
+      const auto start = Clock::now();
+      do {
+        const auto t0 = Clock::now();
+        fns[i]();
+        t[i].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      } while (std::chrono::duration<double>(Clock::now() - start).count() < turn);
+      spent[i] += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+  }
+  std::vector<Timing> out;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    out.push_back({v.front(), v[v.size() / 2], int(v.size())});
+  }
+  return out;
+}
+
 std::set<std::string> g_filters_matched;  // the --filter substrings that some entry's name contained
 
 bool selected(const std::string& name) {
@@ -282,13 +319,21 @@ void bench_matmul(const std::vector<double>& peak_by_threads) {
       const int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
       const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
       // The main thread count, and 1 thread for the scaling figure (NN only, to keep the run short).
+      // The two are timed in turns (time_in_turns), so that their ratio does not depend on the host's phase.
       std::vector<int> thread_counts = {opt.threads};
       if (std::string(form) == "NN" && opt.threads != 1) thread_counts.push_back(1);
+      std::vector<std::function<void()>> calls;
+      for (int threads : thread_counts)
+        calls.push_back([&, threads] {
+          ng::set_num_threads(threads);
+          ng::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), s.N, false);
+        });
+      const std::vector<Timing> timings =
+          calls.size() == 1 ? std::vector<Timing>{time_it(calls[0])} : time_in_turns(calls);
       double t_main = 0;
-      for (int threads : thread_counts) {
-        ng::set_num_threads(threads);
-        Timing t = time_it(
-            [&] { ng::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), s.N, false); });
+      for (size_t q = 0; q < thread_counts.size(); ++q) {
+        const int threads = thread_counts[q];
+        const Timing& t = timings[q];
         const double gflops = flops / t.best * 1e-9;
         const double peak = peak_by_threads[size_t(threads)];
         json row = {{"bench", "matmul"},     {"name", name},           {"shape", shape},
@@ -571,28 +616,44 @@ double bench_train_step() {
     if (!selected(name)) continue;
     std::vector<int> thread_counts = {opt.threads};
     if (c.name == "preln_rmsnorm" && opt.threads != 1) thread_counts.push_back(1);
-    double t_main = 0;
+    // One model and optimizer per thread count; with two, their steps are timed in turns (time_in_turns),
+    // so that the scaling figure does not depend on the host's phase.
+    struct Run {
+      ng::nn::TinyLM model;
+      ng::optim::Adam adam;
+      float last_loss = 0;
+      explicit Run(const ng::nn::TinyLMConfig& config)
+          : model(config), adam(model.named_parameters(), {.lr = 5e-4}) {}
+    };
+    std::vector<std::unique_ptr<Run>> runs;
+    const auto [tokens, targets] = ng_bench::exp2_batch();
+    std::vector<std::function<void()>> steps;
     for (int threads : thread_counts) {
       ng::set_num_threads(threads);
-      ng::nn::TinyLM model(ng_bench::exp2_model(c.norm_position, c.norm));
-      ng::optim::Adam adam(model.named_parameters(), {.lr = 5e-4});
-      const auto [tokens, targets] = ng_bench::exp2_batch();
-      float last_loss = 0;
-      auto step = [&] {
-        ng::Tensor loss = model.loss(tokens, targets);
+      runs.push_back(std::make_unique<Run>(ng_bench::exp2_model(c.norm_position, c.norm)));
+      Run* run = runs.back().get();
+      steps.push_back([run, threads, &tokens, &targets] {
+        ng::set_num_threads(threads);
+        ng::Tensor loss = run->model.loss(tokens, targets);
         loss.backward();
-        adam.step();
-        model.zero_grad();
-        last_loss = float(loss.item());
-      };
-      step();  // first step: Adam's moment buffers are allocated
-      const double saved = opt.min_time;
-      opt.min_time = std::max(opt.min_time, opt.quick ? 0.3 : 1.0);
-      const double rt_before =
-          ng_bench::round_trip_ns();  // which state the machine is in (see round_trip_ns)
-      Timing t = time_it(step);
-      const double rt_after = ng_bench::round_trip_ns();
-      opt.min_time = saved;
+        run->adam.step();
+        run->model.zero_grad();
+        run->last_loss = float(loss.item());
+      });
+      steps.back()();  // first step: Adam's moment buffers are allocated
+    }
+    const double saved = opt.min_time;
+    opt.min_time = std::max(opt.min_time, opt.quick ? 0.3 : 1.0);
+    const double rt_before = ng_bench::round_trip_ns();  // which state the machine is in (see round_trip_ns)
+    const std::vector<Timing> timings =
+        steps.size() == 1 ? std::vector<Timing>{time_it(steps[0])} : time_in_turns(steps);
+    const double rt_after = ng_bench::round_trip_ns();
+    opt.min_time = saved;
+    double t_main = 0;
+    for (size_t q = 0; q < thread_counts.size(); ++q) {
+      const int threads = thread_counts[q];
+      const Timing& t = timings[q];
+      const float last_loss = runs[q]->last_loss;
       json row = {
           {"bench", "train_step"},
           {"name", name},
