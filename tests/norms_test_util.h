@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -111,5 +112,19 @@ auto with_threads(int n, Fn&& fn) {
 }
 
 using ng::testing::for_each_target;  // tests/simd_targets.h
+
+// A bf16 kernel's outputs (got) against the f32 kernel's on the same values (f32), for the tests of the bf16
+// stores' subnormal fallback: every got must be its f32 rounded to nearest even by hand (f32_to_bf16), bit
+// for bit, and most f32 must be subnormals (the case those tests are about).
+inline void expect_bf16_rounding_of_subnormals(const std::vector<float>& f32, const std::vector<bf16>& got) {
+  ASSERT_EQ(f32.size(), got.size());
+  int64_t subnormal = 0, wrong = 0;
+  for (size_t i = 0; i < f32.size(); ++i) {
+    if (f32[i] != 0.0f && std::abs(f32[i]) < std::numeric_limits<float>::min()) ++subnormal;
+    if (got[i].bits != f32_to_bf16(f32[i]).bits) ++wrong;
+  }
+  EXPECT_GT(subnormal, int64_t(f32.size()) / 2);
+  EXPECT_EQ(wrong, 0);
+}
 
 }  // namespace normtest
