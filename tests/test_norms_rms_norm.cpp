@@ -223,7 +223,7 @@ TEST(RMSNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
 }
 
 TEST(RMSNorm, WideBf16BackwardKeepsSubnormalDx) {
-  // As LayerNorm.WideBf16BackwardKeepsSubnormalDx: bf16 rows of 4096 take the four-row backward, whose dx
+  // As LayerNorm.WideBf16RowsKeepSubnormalOutputs: bf16 rows of 4096 take the four-row backward, whose dx
   // stores use vcvtne2ps2bf16 where the CPU has AVX512-BF16, and a pair with a subnormal value must take the
   // rounding by hand. dy scaled by 2^-128 makes most dx f32 subnormals; the bf16 kernel's dx must be the f32
   // kernel's dx on the same values, rounded to nearest even, bit for bit.
