@@ -219,6 +219,34 @@ TEST(Gemm, OneTwoAndThreeThreadsAreBitwiseEqual) {
   set_num_threads(before);
 }
 
+TEST(Gemm, FarPrefetchLayoutMatchesNaiveAndAgreesAcrossThreads) {
+  // Where op(B)'s k-block outgrows the L2 budget (over 1 MiB), GemmT switches to the micro-kernel that
+  // prefetches the next sweep's B-panels, whose row-major A-panels have a fixed row stride (kFarArs)
+  // instead of kc + 4: the packing and the kernel must agree on it. f32 K = 1030 (two k-blocks of 515)
+  // and N = 1100 (35 B-panels, the last one 12 columns wide): 2.3 MiB per k-block, several sweeps per
+  // tile; M = 100 is 9 A-panels, the last with 4 rows. f64 the same way at N = 530. Every form, with ld
+  // padding, on 1, 2 and 3 threads (the same bits: the prefetch moves no sum).
+  const int before = num_threads();
+  for (int form = 0; form < 4; ++form) {
+    const bool ta = form & 1, tb = form & 2;
+    auto p32 = make_problem<float>(ta, tb, 100, 1100, 1030, 2, 61 + form);
+    auto p64 = make_problem<double>(ta, tb, 100, 530, 1030, 1, 71 + form);
+    set_num_threads(2);
+    expect_close(p32, form % 2 == 1, describe(ta, tb, 100, 1100, 1030, 2, form % 2 == 1));
+    expect_close(p64, false, describe(ta, tb, 100, 530, 1030, 1, false) + " f64");
+    const auto f2 = run_fast(p32, true);
+    const auto d2 = run_fast(p64, false);
+    for (int t : {1, 3}) {
+      set_num_threads(t);
+      EXPECT_EQ(0, std::memcmp(f2.data(), run_fast(p32, true).data(), f2.size() * sizeof(float)))
+          << "f32 form " << form << ", " << t << " threads";
+      EXPECT_EQ(0, std::memcmp(d2.data(), run_fast(p64, false).data(), d2.size() * sizeof(double)))
+          << "f64 form " << form << ", " << t << " threads";
+    }
+  }
+  set_num_threads(before);
+}
+
 TEST(Gemm, SplitByKMatchesNaiveAndOneThread) {
   // The weight-gradient form (op(A) transposed) with two k-blocks runs split by k on two threads: each
   // thread one k-block over all of C, thread 1 into a partial that is then added to C. It must give the

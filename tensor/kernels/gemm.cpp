@@ -19,6 +19,8 @@
 //                 load row k of the B-panel (NV vectors of L lanes, NR = NV L; row k + 16 is prefetched),
 //                 for each of the MR rows: broadcast A[r, k] and FMA it into that row's NV accumulators
 //                   c[r][v] += A[r, k] * B[k, v L .. v L + L)
+//                 (where op(B) does not stay in the L2: also ask for a slice of the NEXT sweep, see
+//                 "The far prefetch" in GemmT)
 //               then add the register tile to C (store it, for the first block when !accumulate).
 //
 // The threads meet only twice per k-superblock (after packing op(B), and before it is overwritten); for
@@ -111,9 +113,10 @@ constexpr int64_t kBAhead = 16;
 constexpr int64_t kKcMax = 1024;  // widest k-block: measured, 256 -> 1024 cuts the C traffic (+15-40%)
 constexpr int64_t kRowPad = 4;    // row-major A-panel rows are kc + 4 apart, not a multiple of
                                   // 1 KiB, so the 12 rows do not share L1 cache sets
-constexpr int64_t kTileBBytes = 512 << 10;  // B-panels swept per A-panel: half of the 1 MiB L2
-constexpr int64_t kPackedBBytes = 8 << 20;  // packed op(B) shared by the threads: at most this many bytes
-constexpr int64_t kSplitKMin = 512;         // the weight-gradient form: two k-blocks from this K on (GemmT)
+constexpr int64_t kFarArs = kKcMax + kRowPad;  // ... and kKcMax + 4 apart in the far-prefetch kernel
+constexpr int64_t kTileBBytes = 512 << 10;     // B-panels swept per A-panel: half of the 1 MiB L2
+constexpr int64_t kPackedBBytes = 8 << 20;     // packed op(B) shared by the threads: at most this many bytes
+constexpr int64_t kSplitKMin = 512;  // the weight-gradient form: two k-blocks from this K on (GemmT)
 
 // ---- packing ----------------------------------------------------------------------------------------
 
@@ -315,18 +318,25 @@ inline void CheckRegion(const void* p, int64_t bytes, const char* what) {
 
 // C[0..rows, 0..cols) (+)= A-panel (MR x kc) * B-panel (kc x NR), with rows <= MR and cols <= NR.
 // kARowMajor picks the A-panel layout: Ap[r * ars + k] (true) or Ap[k * MR + r] (false).
+// kFar: also ask for far[k * far_step] into the L2 at each k (the next sweep's B-panels, see "The far
+// prefetch" in GemmT); the row-major layout then has rows kFarArs apart, whatever ars says.
 //
 //   scalar meaning:  for r, c:  acc = 0;  for k: acc += A(r, k) * Bp[k * NR + c];
 //                               C[r * ldc + c] = add_to_c ? C[r * ldc + c] + acc : acc;
-template <bool kARowMajor, typename T>
+template <bool kARowMajor, bool kFar, typename T>
 NG_GEMM_KERNEL_ATTR HWY_NOINLINE void MicroKernel(int64_t kc, const T* HWY_RESTRICT Ap, int64_t ars,
                                                   const T* HWY_RESTRICT Bp, T* HWY_RESTRICT C, int64_t ldc,
-                                                  int64_t rows, int64_t cols, bool add_to_c) {
+                                                  int64_t rows, int64_t cols, bool add_to_c, const T* far,
+                                                  int64_t far_step) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   const int64_t L = int64_t(hn::Lanes(d));
   const int64_t NR = kNV * L;
-  const int64_t a_row_step = kARowMajor ? ars : 1;  // A(r, k) = Ap[r * a_row_step + k * a_k_step]
+  // A(r, k) = Ap[r * a_row_step + k * a_k_step]. With kFar the row step is a constant: the 12 broadcasts
+  // then address A as one pointer plus 12 displacements, where a run-time step takes a register per row
+  // (12 of the 16) and the far pointer no longer fits (GCC 12 parked two pointers in vector registers
+  // and reloaded one from the stack, every k).
+  const int64_t a_row_step = kARowMajor ? (kFar ? kFarArs : ars) : 1;
   const int64_t a_k_step = kARowMajor ? 1 : kMR;
 #if defined(__SANITIZE_ADDRESS__)
   const int64_t E = int64_t(sizeof(T));
@@ -356,6 +366,7 @@ NG_GEMM_KERNEL_ATTR HWY_NOINLINE void MicroKernel(int64_t kc, const T* HWY_RESTR
     // on AVX2), so that it is in L1 when its turn comes. Past the panel's end this reaches into the next
     // B-panel, which the next call reads (a prefetch never faults, even past the buffer).
     hwy::Prefetch(b_row + kBAhead * NR);
+    if constexpr (kFar) __builtin_prefetch(far + k * far_step, 0, 2);  // (prefetcht1: into the L2)
     if constexpr (kNV * hn::MaxLanes(d) * sizeof(T) > 64)
       hwy::Prefetch(b_row + kBAhead * NR + 64 / sizeof(T));
     V b[kNV];
@@ -488,9 +499,21 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
 
   const int64_t a_panels = (M + kMR - 1) / kMR;
   const int64_t b_panels = (N + NR - 1) / NR;
-  const int64_t ars = kc_max + kRowPad;  // row stride of a row-major A-panel
-  const int64_t a_panel_size = kMR * ars, b_panel_size = kc_max * NR;
+  const int64_t b_panel_size = kc_max * NR;
   const int64_t b_block_size = b_panels * b_panel_size;  // all of op(B) for one k-block
+  // The far prefetch. Where op(B)'s k-block is bigger than the L2 budget (the cubes: 4 MiB at 1024^3), each
+  // sweep of B-panels comes from L3 (or the other core) the first time, i.e. for the tile's first A-panel,
+  // and is reused from the L2 by the others. That first A-panel's calls then pull 128 B per 12 cycles from
+  // L3, more than one core gets: timed per call with rdtsc (a throwaway build of gemm_shape, 2048^3 NN, 2
+  // threads, Xeon model 167), they took 15600-16600 TSC cycles against 11500-12700 for the other calls,
+  // 12.9% of the calls; at 1024^3 (tile_a 5: 21% of the calls) 15100-16400 against 12000-12200. A longer
+  // in-panel prefetch distance (48 or 96 rows instead of 16) did not help them, and asking for the next
+  // sweep in bursts between calls made the whole GEMM 4-8% slower. So the micro-kernel asks for the next
+  // sweep one line at a time, spread over the current sweep's calls (one prefetcht1 per k): the first
+  // calls fell to 12500-13700 cycles (2048^3) and 12500-13000 (1024^3), the others unchanged.
+  const bool far = b_block_size * int64_t(sizeof(T)) > 2 * kTileBBytes;
+  const int64_t ars = far && !trans_a ? kFarArs : kc_max + kRowPad;  // row stride of a row-major A-panel
+  const int64_t a_panel_size = kMR * ars;
 
   // op(B) is packed for several k-blocks at once (a "k-superblock", at most kPackedBBytes), then the
   // threads run through it without meeting at a barrier in between.
@@ -534,8 +557,10 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   ws.reserve(0, size_t(blocks_per_super * b_block_size));
   T* Bp = ws.b.get();
 
-  // The micro-kernel for this A-panel layout (row-major unless op(A) is a transposed view).
-  const auto kernel = trans_a ? &MicroKernel<false, T> : &MicroKernel<true, T>;
+  // The micro-kernel for this A-panel layout (row-major unless op(A) is a transposed view), with or
+  // without the far prefetch.
+  const auto kernel = trans_a ? (far ? &MicroKernel<false, true, T> : &MicroKernel<false, false, T>)
+                              : (far ? &MicroKernel<true, true, T> : &MicroKernel<true, false, T>);
 
   // Split by k (see the run below): two threads, two k-blocks, the weight-gradient form, and a C small
   // enough for its partial copy (at most kPackedBBytes; a bigger C has tiles enough to share by rows).
@@ -558,12 +583,19 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
       PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
       const T* Bk = Bb + (kb - kb_lo) * b_block_size;
       for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
+        const int64_t sb1 = std::min(pb1, sb + sweep_b);
+        // The far prefetch: the next sweep (or, after the last, this tile's first, which the thread's
+        // next tile row usually sweeps again), spread over this sweep's calls, far_step numbers per k.
+        const int64_t nsb = sb1 < pb1 ? sb1 : pb0, n_next = std::min(pb1, nsb + sweep_b) - nsb;
+        const int64_t calls = (pa1 - pa0) * (sb1 - sb);
+        const int64_t far_step = n_next * b_panel_size / (calls * kc);  // (rounded down: inside the sweep)
+        const T* far_at = Bk + nsb * b_panel_size;
         for (int64_t pa = pa0; pa < pa1; ++pa) {
           const int64_t i0 = pa * kMR;
-          for (int64_t pb = sb; pb < std::min(pb1, sb + sweep_b); ++pb) {
+          for (int64_t pb = sb; pb < sb1; ++pb, far_at += kc * far_step) {
             const int64_t j0 = pb * NR;
             kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, D + i0 * ldd + j0, ldd,
-                   std::min(kMR, M - i0), std::min(NR, N - j0), add_first || kb > kb_lo);
+                   std::min(kMR, M - i0), std::min(NR, N - j0), add_first || kb > kb_lo, far_at, far_step);
           }
         }
       }
