@@ -165,6 +165,12 @@ void release_huge_blocks() {
   cache().release();
 }
 
+void advise_huge_pages(void* p, size_t bytes) noexcept {
+  const uintptr_t lo = round_to_huge(reinterpret_cast<uintptr_t>(p));
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) / kHugePageBytes * kHugePageBytes;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
 #else  // no mmap / madvise, or AddressSanitizer: Storage never calls take and give
 
 void* huge_block_take(size_t bytes) {
@@ -180,6 +186,7 @@ HugeBlockStats huge_block_stats() {
   return {};
 }
 void release_huge_blocks() {}
+void advise_huge_pages(void*, size_t) noexcept {}
 
 #endif
 

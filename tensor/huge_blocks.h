@@ -47,4 +47,9 @@ HugeBlockStats huge_block_stats();
 // Hands every kept block back to the OS (memory a process wants back between phases, say).
 void release_huge_blocks();
 
+// Asks for 2 MiB pages for the whole 2 MiB pages inside [p, p + bytes) (madvise MADV_HUGEPAGE), for a
+// buffer that is not a Storage block, before its first touch. A hint: nothing happens where the OS has no
+// transparent huge pages (or in an AddressSanitizer build).
+void advise_huge_pages(void* p, size_t bytes) noexcept;
+
 }  // namespace ng

@@ -343,8 +343,9 @@ TEST(GroupNorm, Bf16PairsMatchF64) {
               << what << " group " << r;
           EXPECT_NEAR(rs[size_t(r)], erstd[size_t(r)], 2e-5 * erstd[size_t(r)]) << what << " group " << r;
         }
-        if (N > 2)  // the constant group: b, rounded to bf16
+        if (N > 2) {  // the constant group: b, rounded to bf16
           for (int64_t i = 0; i < m; ++i) EXPECT_EQ(y[size_t(2 * C + i)], b_bf16[size_t(i)]) << what;
+        }
       });
       EXPECT_GE(targets, 1);
     }

@@ -1,6 +1,14 @@
 // Factories, random generators (statistics and reproducibility at 1 and 2 threads), and their errors.
 #include "ops_test_util.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#endif
+
 using namespace ng;
 using namespace ng::testing;
 
@@ -159,6 +167,46 @@ TEST(Storage, AlignmentSmallAndBigBlocks) {
   EXPECT_EQ(pu[n - 1], 3.0f);
   EXPECT_NEAR(sum(u).item(), 3.0 * double(n), 3.0 * double(n) * 1e-6);  // (an f32 sum)
 }
+
+#if defined(__linux__)
+namespace {
+// The VmFlags of the mapping that holds address a, from /proc/self/smaps ("" when none holds it).
+std::string vm_flags_at(uintptr_t a) {
+  std::ifstream smaps("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= a && a < hi;
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Storage, AdviseHugePagesMarksTheWholeHugePagesInside) {
+  // The GEMM's packed op(B) is no Storage block; advise_huge_pages asks for 2 MiB pages for it. Where the
+  // OS has transparent huge pages, the whole 2 MiB pages inside the range are marked (smaps: "hg"), and
+  // the partial page before them is not.
+  if (!huge_blocks_enabled()) GTEST_SKIP() << "a no-op in this build (AddressSanitizer)";
+  if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled"))
+    GTEST_SKIP() << "this kernel has no transparent huge pages";
+  const size_t len = size_t(12) << 20;
+  void* base = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t p = b + 4096;  // not on a 2 MiB boundary
+  const uintptr_t first = (p + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  EXPECT_EQ(vm_flags_at(first).find(" hg"), std::string::npos) << "marked before the call";
+  advise_huge_pages(reinterpret_cast<void*>(p), len - 8192);
+  EXPECT_NE(vm_flags_at(first).find(" hg"), std::string::npos) << vm_flags_at(first);
+  EXPECT_NE(vm_flags_at(first + kHugePageBytes * 3 + 5).find(" hg"), std::string::npos);
+  EXPECT_EQ(vm_flags_at(p).find(" hg"), std::string::npos) << "the partial page before the first boundary";
+  advise_huge_pages(reinterpret_cast<void*>(p), 100);  // no whole page inside: nothing to do
+  munmap(base, len);
+}
+#endif
 
 TEST(Storage, BigBlocksAreKeptAndReusedUpToTheCap) {
   if (!huge_blocks_enabled()) GTEST_SKIP() << "big blocks come from malloc in this build (AddressSanitizer)";
