@@ -11,7 +11,8 @@
 //     pack op(B) for it into B-panels of NR columns, k-major: Bp[k * NR + c]   (shared by the threads)
 //     for each macro-tile of C (a few A-panels of MR rows x a range of B-panels), in parallel:
 //       for each k-block:
-//         pack the tile's rows of op(A) for this block into A-panels            (this thread's own)
+//         pack the tile's rows of op(A) for this block into A-panels            (this thread's own;
+//           where op(B) is small and op(A) = A, full panels are read in place: see direct_a)
 //         for each sweep of B-panels that fits in half of L2:
 //           for each A-panel of the tile:                      <- streams from L1/L2
 //             for each B-panel of the sweep:                   <- the sweep stays in L2
@@ -520,6 +521,15 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
   const bool far = b_block_size * int64_t(sizeof(T)) > 2 * kTileBBytes;
   const int64_t ars = far && !trans_a ? kFarArs : kc_max + kRowPad;  // row stride of a row-major A-panel
   const int64_t a_panel_size = kMR * ars;
+  // A in place: where op(A) = A and op(B) stays in the L2, the micro-kernel reads a full panel's 12 rows
+  // straight from A (the row step lda instead of ars) and only a last, partial panel is packed (its rows
+  // past M must read as zeros). The rows of A are contiguous in k, like a packed row-major panel; what the
+  // copy bought was a row step that is no multiple of 4 KiB, so the 12 rows do not crowd the same L1 sets,
+  // and that is the one case kept packed. Measured (gemm_shape --batch 64 -m 64 -n 64 -k 64, attention's
+  // per-head products, 2 threads, 3 alternating rounds, best GFLOP/s, Xeon model 167): NN 234-236 ->
+  // 278-280, NT 227-231 -> 263-266; the trainer's NN and NT shapes level (bench_ab, 5 rounds). The far
+  // kernel (big op(B)) keeps packing: its rows must be kFarArs apart.
+  const bool direct_a = !trans_a && !far && (lda * int64_t(sizeof(T))) % 4096 != 0;
 
   // op(B) is packed for several k-blocks at once (a "k-superblock", at most kPackedBBytes), then the
   // threads run through it without meeting at a barrier in between.
@@ -586,7 +596,12 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
     const int64_t pb0 = (t % tiles_n) * tile_b, pb1 = std::min(b_panels, pb0 + tile_b);
     for (int64_t kb = kb_lo; kb < kb_hi; ++kb) {
       const int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
-      PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
+      const bool last_partial = pa1 * kMR > M;
+      if (!direct_a)
+        PackATile(trans_a, A, lda, M, pa0 * kMR, pa1 - pa0, k0, kc, ars, a_panel_size, Ap);
+      else if (last_partial)
+        PackATile(trans_a, A, lda, M, (pa1 - 1) * kMR, 1, k0, kc, ars, a_panel_size,
+                  Ap + (pa1 - 1 - pa0) * a_panel_size);
       const T* Bk = Bb + (kb - kb_lo) * b_block_size;
       for (int64_t sb = pb0; sb < pb1; sb += sweep_b) {
         const int64_t sb1 = std::min(pb1, sb + sweep_b);
@@ -600,8 +615,10 @@ void GemmT(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T*
           const int64_t i0 = pa * kMR;
           for (int64_t pb = sb; pb < sb1; ++pb, far_at += kc * far_step) {
             const int64_t j0 = pb * NR;
-            kernel(kc, Ap + (pa - pa0) * a_panel_size, ars, Bk + pb * b_panel_size, D + i0 * ldd + j0, ldd,
-                   std::min(kMR, M - i0), std::min(NR, N - j0), add_first || kb > kb_lo, far_at, far_step);
+            const bool in_place = direct_a && !(last_partial && pa == pa1 - 1);
+            kernel(kc, in_place ? A + i0 * lda + k0 : Ap + (pa - pa0) * a_panel_size, in_place ? lda : ars,
+                   Bk + pb * b_panel_size, D + i0 * ldd + j0, ldd, std::min(kMR, M - i0),
+                   std::min(NR, N - j0), add_first || kb > kb_lo, far_at, far_step);
           }
         }
       }
