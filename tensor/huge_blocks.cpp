@@ -59,7 +59,7 @@ void* map_aligned(size_t main) {
   if (a > b) munmap(base, a - b);
   if (b + len > a + bytes) munmap(reinterpret_cast<void*>(a + bytes), b + len - (a + bytes));
   void* p = reinterpret_cast<void*>(a);
-  madvise(p, main, MADV_HUGEPAGE);  // fails where the kernel has no THP: ordinary pages then
+  advise_huge_pages(p, main);  // (a hint: where the kernel has no THP, ordinary pages)
   madvise(static_cast<char*>(p) + main, kHugePageBytes, MADV_NOHUGEPAGE);
   return p;
 }
