@@ -956,17 +956,22 @@ void ForwardPairsLarge(const hwy::bfloat16_t* HWY_RESTRICT x, const float* HWY_R
     for (int64_t q = 0; q < nb; ++q) {
       const hwy::bfloat16_t* HWY_RESTRICT xg = x + (r + q) * m;
       float* HWY_RESTRICT cg = cb + q * m;
-      uint16_t k16;
-      std::memcpy(&k16, xg, sizeof(k16));
-      const float K = std::bit_cast<float>(uint32_t(k16) << 16);  // the group's first value
+      PrefetchAhead<kPairAhead>(xg, x_end);
+      hn::Vec<D> lo, hi;
+      LoadBf16Pairs(d, xg, lo, hi);
+      const float K = hn::GetLane(lo);  // the group's first value (lo: the even-indexed values)
       const auto vK = hn::Set(d, K);
       ks[q] = K;
-      auto a1 = hn::Zero(d), a2 = hn::Zero(d);
-      for (int64_t j = 0; j < V; ++j) {
+      auto c0 = hn::Sub(lo, vK), c1 = hn::Sub(hi, vK);
+      hn::Store(c0, d, cg);
+      hn::Store(c1, d, cg + L);
+      // (no zeros added: c0 + c1 could be -0 where 0 + (c0 + c1) is +0, but lane 0 holds x_0 - K = +0, so a
+      // group's sum is +0 where it is zero either way: the same bits)
+      auto a1 = hn::Add(c0, c1), a2 = hn::MulAdd(c0, c0, hn::Mul(c1, c1));
+      for (int64_t j = 1; j < V; ++j) {
         PrefetchAhead<kPairAhead>(xg + j * P, x_end);
-        hn::Vec<D> lo, hi;
         LoadBf16Pairs(d, xg + j * P, lo, hi);
-        const auto c0 = hn::Sub(lo, vK), c1 = hn::Sub(hi, vK);
+        c0 = hn::Sub(lo, vK), c1 = hn::Sub(hi, vK);
         hn::Store(c0, d, cg + j * P);
         hn::Store(c1, d, cg + j * P + L);
         a1 = hn::Add(a1, hn::Add(c0, c1));
