@@ -37,8 +37,6 @@
 #include "tensor/ops/elementwise.h"
 
 #include <algorithm>
-#include <bit>
-#include <cstring>
 #include <vector>
 
 #if HWY_ONCE
