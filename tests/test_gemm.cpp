@@ -89,6 +89,16 @@ void expect_close(const Problem<T>& p, bool accumulate, const std::string& what)
   }
 }
 
+// run_fast on `threads` threads gives exactly the bits of `want` (a run on another thread count).
+template <typename T>
+void expect_bits_on_threads(int threads, const Problem<T>& p, bool accumulate, const std::vector<T>& want,
+                            const std::string& what) {
+  set_num_threads(threads);
+  const std::vector<T> got = run_fast(p, accumulate);
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(T)))
+      << what << ", " << threads << " threads";
+}
+
 std::string describe(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad, bool acc) {
   return std::string(ta ? "T" : "N") + (tb ? "T" : "N") + " M=" + std::to_string(M) +
          " N=" + std::to_string(N) + " K=" + std::to_string(K) + " pad=" + std::to_string(pad) +
@@ -188,32 +198,23 @@ TEST(Gemm, OneTwoAndThreeThreadsAreBitwiseEqual) {
     auto p32 = make_problem<float>(ta, tb, 203, 301, 611, 3, 7 + form);
     auto p64 = make_problem<double>(ta, tb, 97, 130, 530, 1, 17 + form);
     set_num_threads(1);
-    auto f1 = run_fast(p32, true);
-    auto d1 = run_fast(p64, false);
-    set_num_threads(2);
-    auto f2 = run_fast(p32, true);
-    auto d2 = run_fast(p64, false);
-    EXPECT_EQ(0, std::memcmp(f1.data(), f2.data(), f1.size() * sizeof(float))) << "f32 form " << form;
-    EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(double))) << "f64 form " << form;
+    const auto f1 = run_fast(p32, true);
+    const auto d1 = run_fast(p64, false);
+    const std::string f32 = "f32 form " + std::to_string(form), f64 = "f64 form " + std::to_string(form);
+    expect_bits_on_threads(2, p32, true, f1, f32);
+    expect_bits_on_threads(2, p64, false, d1, f64);
     // 3 threads, and a taller C: 1000 rows are 84 A-panels, in 17 rows of tiles of up to 5 panels that
     // become 18 for 2 threads and 21 (4 panels each, the least a tile takes where every thread has 4) for
     // 3: the rows of tiles are rounded up to a multiple of the thread count and the panels spread over
     // them. (The 203 rows above are 17 A-panels: 1 per tile before that minimum, 4 since.) Different
     // tiles; the same bits.
-    set_num_threads(3);
-    auto f3 = run_fast(p32, true);
-    auto d3 = run_fast(p64, false);
-    EXPECT_EQ(0, std::memcmp(f1.data(), f3.data(), f1.size() * sizeof(float))) << "f32 form " << form;
-    EXPECT_EQ(0, std::memcmp(d1.data(), d3.data(), d1.size() * sizeof(double))) << "f64 form " << form;
+    expect_bits_on_threads(3, p32, true, f1, f32);
+    expect_bits_on_threads(3, p64, false, d1, f64);
     auto tall = make_problem<float>(ta, tb, 1000, 70, 90, 2, 27 + form);
-    std::vector<float> by_threads[3];
-    for (int t = 1; t <= 3; ++t) {
-      set_num_threads(t);
-      by_threads[t - 1] = run_fast(tall, false);
-    }
+    set_num_threads(1);
+    const auto tall1 = run_fast(tall, false);
     for (int t = 2; t <= 3; ++t)
-      EXPECT_EQ(0, std::memcmp(by_threads[0].data(), by_threads[t - 1].data(), by_threads[0].size() * 4))
-          << "f32 1000 rows, form " << form << ", " << t << " threads";
+      expect_bits_on_threads(t, tall, false, tall1, "f32 1000 rows, form " + std::to_string(form));
     expect_close(tall, false, "1000 rows, 3 threads, form " + std::to_string(form));
   }
   set_num_threads(before);
@@ -237,11 +238,8 @@ TEST(Gemm, FarPrefetchLayoutMatchesNaiveAndAgreesAcrossThreads) {
     const auto f2 = run_fast(p32, true);
     const auto d2 = run_fast(p64, false);
     for (int t : {1, 3}) {
-      set_num_threads(t);
-      EXPECT_EQ(0, std::memcmp(f2.data(), run_fast(p32, true).data(), f2.size() * sizeof(float)))
-          << "f32 form " << form << ", " << t << " threads";
-      EXPECT_EQ(0, std::memcmp(d2.data(), run_fast(p64, false).data(), d2.size() * sizeof(double)))
-          << "f64 form " << form << ", " << t << " threads";
+      expect_bits_on_threads(t, p32, true, f2, "f32 form " + std::to_string(form));
+      expect_bits_on_threads(t, p64, false, d2, "f64 form " + std::to_string(form));
     }
   }
   set_num_threads(before);
@@ -260,11 +258,7 @@ TEST(Gemm, SplitByKMatchesNaiveAndOneThread) {
         auto p = make_problem<float>(true, tb, s[0], s[1], s[2], 3, 41 + uint32_t(s[2]));
         set_num_threads(2);
         expect_close(p, acc, describe(true, tb, s[0], s[1], s[2], 3, acc));
-        const auto two = run_fast(p, acc);
-        set_num_threads(1);
-        const auto one = run_fast(p, acc);
-        EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)))
-            << describe(true, tb, s[0], s[1], s[2], 3, acc);
+        expect_bits_on_threads(1, p, acc, run_fast(p, acc), describe(true, tb, s[0], s[1], s[2], 3, acc));
       }
     }
   }
