@@ -247,7 +247,7 @@ TEST(BatchNorm, FastMatchesReferenceOnEveryTarget) {
     // {5, 1100}, {3, 2049}, {9, 1500}: (N, C) with C > 1024, the statistics in register blocks of channels,
     // plus channels left over for the array loop (batch_norm.cpp, BatchNormMomentsChunk); the output and dx
     // loops take wide rows 4, 2 and 1 samples per walk (9 = 4 + 4 + 1, 3 = 2 + 1, 5 = 4 + 1). {130, 1030}:
-    // wide rows in chunks of 64 samples (64 + 64 + 2), merged.
+    // wide rows in chunks of 128 samples (128 + 2, bn_chunks), merged.
     std::vector<Shape> shapes = {{7, 3},       {9, 17}, {2, 33},   {4, 5, 1}, {3, 4, 7}, {2, 3, 19},
                                  {2, 2, 4, 5}, {65, 8}, {5, 1100}, {3, 2049}, {9, 1500}, {130, 1030}};
     for (const Shape& shape : shapes) {
@@ -342,11 +342,11 @@ TEST(BatchNorm, RegisterBlocksGiveTheBitsOfTheWholeRowLoop) {
 // converted exactly, and per channel the operations are the same. Channel 0 starts with 8 outliers and
 // channel 1 is sorted, so that both fail the check of the shifted sums and take the centred pass. C = 64
 // and 1024 take the whole-row loop in both dtypes; at 4096 bf16 takes it and f32 the register blocks (the
-// same bits, RegisterBlocksGiveTheBitsOfTheWholeRowLoop). 200 samples: one chunk at C = 64, chunks of 8 at
-// 4096. It fails where batch_norm.cpp is built without -ffp-contract=off, even at C = 64, where both dtypes
-// take the same loop: GCC fused multiplies into adds differently in the two instantiations. (Stop 31 also
-// tried the bf16 loop with the values loaded in pairs, which this test was written for; it measured level
-// and was dropped.)
+// same bits, RegisterBlocksGiveTheBitsOfTheWholeRowLoop). 200 samples: one chunk at C = 64, six of 34 samples
+// at 1024, two (128 + 72) at 4096. It fails where batch_norm.cpp is built without -ffp-contract=off, even at
+// C = 64, where both dtypes take the same loop: GCC fused multiplies into adds differently in the two
+// instantiations. (Stop 31 also tried the bf16 loop with the values loaded in pairs, which this test was
+// written for; it measured level and was dropped.)
 TEST(BatchNorm, Bf16StatisticsAreTheF32OnesOfTheSameValues) {
   const int targets = for_each_target([&] {
     for (int64_t C : {int64_t(64), int64_t(1024), int64_t(4096)}) {
@@ -487,10 +487,10 @@ TEST(BatchNorm, HostileChannelsInWideRows) {
 //              (at most two bits lost: 4e-6 off on AVX-512);
 //   channel 2: mean 1e4, std 1e-2 (the differences from the shift are exact).
 // Each channel alone in the array loop (C = 3), and again at the same column of a 1100-channel input, whose
-// statistics run in register blocks (and in 64 chunks of 125 samples: only the first has the outliers). A
-// chunk that short cannot put its shift more than ~15 spreads away, so there the check saves less: channel
-// 0's variance is 5e-8 off with pass B and 2e-6 without it (AVX-512 and AVX2), hence the tighter bound. On
-// every SIMD target: each splits the sums into lanes its own way.
+// statistics run in register blocks (and in 16 chunks of 500 samples, bn_chunks: only the first has the
+// outliers). There channel 0's variance is 2.2e-7 off with pass B and 1.2e-5 without it (AVX-512, stop 36;
+// with chunks of 125 samples until then, 5e-8 and 2e-6), hence the tighter bound. On every SIMD target: each
+// splits the sums into lanes its own way.
 TEST(BatchNorm, ShiftedStatisticsAreCheckedAgainstCancellation) {
   const int64_t N = 8000;
   Generator gen(21);

@@ -127,7 +127,8 @@ TEST(ChunkGroups, EveryNormAtManyChunksMatchesReferenceAndThreadCounts) {
       expect_same(one, three, "rms_norm " + d);
       EXPECT_LE(max_abs_diff(one[2], ref[2]), sum_tol) << "rms_norm dweight " << d;
     }
-    {  // BatchNorm: the statistics merge groups of chunks (Chan's formula), the backward sums them
+    {  // BatchNorm: the statistics merge 16 chunks (15 of 69 samples, one of 65; bn_chunks: at most 16), with
+       // Chan's formula; the backward sums them
       auto run = [&](norms::Impl impl) {
         auto s = norms::batch_norm_forward(x, N, C, 1, w, b, Tensor(), Tensor(), 1e-5, impl);
         auto g = norms::batch_norm_backward(dy, x, s.mean, s.rstd, w, N, C, 1, true, true, true, true, impl);

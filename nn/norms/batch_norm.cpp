@@ -25,6 +25,7 @@
 // Layout of this file: 1. formula  2. scalar reference loop  3. fast Highway + OpenMP kernel  4. backward:
 // derivation, reference, fast kernel  5. the autograd op F::batch_norm  6. nn::BatchNorm1d/2d.
 // Walk-through: docs/norms/batch_norm.md.
+#include <algorithm>
 #include <limits>
 #include <memory>
 
@@ -71,16 +72,26 @@ constexpr bool bn_sums_wide(int64_t C, size_t acc) {
 constexpr bool bn_dx_wide(int64_t C, size_t acc, size_t elem) {
   return elem >= acc && int64_t(6 * acc + 3 * elem) * C > 32768;
 }
-// The fixed chunks of samples for the statistics and the backward's sums. On the wide path (register blocks
-// of channels, only a column block of the chunk in L1), a chunk need not fit the L2, so it takes at least 64
-// samples: each chunk ends with per-channel work (float -> double results, partial rows, the merge), which
-// at 1024 x 4096 with the default 16 samples per chunk was a quarter of a sample's cost again.
+// The fixed chunks of samples for the statistics and the backward's sums: row_chunks' (~32K values each, at
+// most 64), but at most kChunkGroups (16) chunks, and on the wide path (register blocks of channels, only a
+// column block of the chunk in L1) at least 128 samples. Why: each chunk ends with per-channel work (its
+// float sums turned into double moments, in a row of 16 bytes per channel that the merge reads back), so a
+// chunk of g samples pays ~16 bytes per channel against g * sizeof(T) bytes of x: 12.5% more traffic for
+// the 64 samples of bf16 that row_chunks gives at 4096 x 1024 (64 chunks), and as much at 1024 x 4096 with
+// the old minimum of 64 samples. `perf` put a third of the statistics' time at 1024 x 4096 bf16 outside
+// their loop over x. Measured (Xeon model 167, 2 threads, `scripts/bench_ab.py --rounds 5`, best / median,
+// forward): bf16 4096 x 1024 0.558 / 0.574 -> 0.507 / 0.519 ms, 1024 x 4096 0.646 / 0.664 -> 0.586 / 0.609;
+// f32 4096 x 1024 1.014 / 1.018 -> 0.947 / 0.959, 1024 x 4096 1.011 / 1.018 -> 0.964 / 0.982; 16384 x 256
+// (64 chunks of 256 before) within the noise; the backward level. A chunk need not fit the L2: its one walk
+// reads it from memory anyway, and only the rare second walk of a channel that fails the check (part 3)
+// reads it again. Like row_chunks, this depends on the sizes only, so the bits do not depend on the thread
+// count; and with at most 16 chunks each group (chunk_groups) is one chunk.
 inline RowChunks bn_chunks(int64_t N, int64_t C, int64_t S, bool wide) {
   RowChunks chunks = row_chunks(N, C * S);
-  if (S == 1 && wide && chunks.grain < 64) {
-    chunks.grain = std::min<int64_t>(N, 64);
-    chunks.count = (N + chunks.grain - 1) / chunks.grain;
-  }
+  int64_t grain = std::max(chunks.grain, (N + kChunkGroups - 1) / kChunkGroups);
+  if (S == 1 && wide) grain = std::max(grain, std::min<int64_t>(N, 128));
+  chunks.grain = std::max<int64_t>(grain, 1);
+  chunks.count = (N + chunks.grain - 1) / chunks.grain;
   return chunks;
 }
 }  // namespace ng::norms
@@ -806,15 +817,17 @@ HWY_EXPORT(BatchNormBackwardDxBF16);
 
 namespace {
 
-// The f64 mean split into hi + lo in the compute type (lo = 0 for double).
+// An f64 mean split into hi + lo in the compute type (lo = 0 for double).
+template <typename A>
+void split_one(double mean, A& hi, A& lo) {
+  hi = A(mean);
+  lo = A(mean - double(hi));
+}
 template <typename A>
 void split_mean(const double* mean, int64_t C, std::vector<A>& hi, std::vector<A>& lo) {
   hi.resize(static_cast<size_t>(C));
   lo.resize(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c) {
-    hi[c] = A(mean[c]);
-    lo[c] = A(mean[c] - double(hi[c]));
-  }
+  for (int64_t c = 0; c < C; ++c) split_one(mean[c], hi[c], lo[c]);
 }
 
 }  // namespace
@@ -857,67 +870,59 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
     }
     const RowChunks chunks = bn_chunks(N, C, S, bn_stats_wide(C, sizeof(A)));
 
+    // Per channel, from its mean and var: rstd, and the output's constants: scale = rstd * w, the mean split
+    // into hi + lo, and the shift b.
+    std::vector<A> hi(static_cast<size_t>(C)), lo(hi.size()), scale(hi.size()), shift(hi.size());
+    auto finish = [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const double rs = 1.0 / std::sqrt(var[c] + eps);
+        prstd[c] = A(rs);
+        scale[c] = A(rs * (pw ? double(pw[c]) : 1.0));
+        shift[c] = pb ? pb[c] : A(0);
+        split_one(mean[c], hi[c], lo[c]);
+      }
+    };
+
     // statistics: the given ones, or per-chunk moments merged in chunk order (Chan et al.)
     if (pmean_in) {
       std::copy(pmean_in, pmean_in + C, mean);
       std::copy(pvar_in, pvar_in + C, var);
+      parallel_for(C, 512, finish);
     } else {
-      // Per chunk the moments (mean, M2) of its values; a group's chunks (norm_common.h: chunk_groups) are
-      // merged, in chunk order, into the group's row by the thread that computed them.
-      const ChunkGroups groups = chunk_groups(chunks);
-      auto values_in = [&](int64_t k) {
-        return double((std::min(N, (k + 1) * chunks.grain) - k * chunks.grain) * S);
-      };
-      const auto gmean = std::make_unique_for_overwrite<double[]>(size_t(groups.count * C));
-      const auto gm2 = std::make_unique_for_overwrite<double[]>(size_t(groups.count * C));
-      parallel_for(groups.count, 1, [&](int64_t g0, int64_t g1) {
-        std::vector<double> km(groups.per > 1 ? size_t(C) : 0), km2(km.size());
-        for (int64_t g = g0; g < g1; ++g) {
-          double* mu = gmean.get() + g * C;
-          double* m2 = gm2.get() + g * C;
-          double n = 0;
-          for (int64_t k = groups.first(g); k < groups.end(g, chunks); ++k) {
-            const bool first = k == groups.first(g);
-            NG_NORM_SIMD_CALL(T, BatchNormMoments, hwy_ptr(px), k * chunks.grain,
-                              std::min(N, (k + 1) * chunks.grain), C, S, first ? mu : km.data(),
-                              first ? m2 : km2.data());
-            const double nb = values_in(k);
-            if (!first) chan_merge(mu, m2, km.data(), km2.data(), C, nb / (n + nb), n * nb / (n + nb));
-            n += nb;
-          }
-        }
+      // Per chunk (at most kChunkGroups of them, bn_chunks) the moments (mean, M2) of its values, each in
+      // its own row; the rows are then merged in chunk order, per channel in parallel blocks, and each block
+      // finished there. The chunks and the order of the merge depend on the sizes only, so the bits do not
+      // depend on the thread count.
+      const auto cmean = std::make_unique_for_overwrite<double[]>(size_t(chunks.count * C));
+      const auto cm2 = std::make_unique_for_overwrite<double[]>(size_t(chunks.count * C));
+      parallel_for(chunks.count, 1, [&](int64_t k0, int64_t k1) {
+        for (int64_t k = k0; k < k1; ++k)
+          NG_NORM_SIMD_CALL(T, BatchNormMoments, hwy_ptr(px), k * chunks.grain,
+                            std::min(N, (k + 1) * chunks.grain), C, S, cmean.get() + k * C,
+                            cm2.get() + k * C);
       });
-      // The groups' rows, merged in group order, per channel in parallel blocks.
-      std::vector<double> frac(static_cast<size_t>(groups.count)), corr(frac.size());
+      std::vector<double> frac(static_cast<size_t>(chunks.count)), corr(frac.size());
       double count = 0;
-      for (int64_t g = 0; g < groups.count; ++g) {
-        double nb = 0;
-        for (int64_t k = groups.first(g); k < groups.end(g, chunks); ++k) nb += values_in(k);
-        frac[g] = nb / (count + nb);
-        corr[g] = count * nb / (count + nb);
+      for (int64_t k = 0; k < chunks.count; ++k) {
+        const double nb = double((std::min(N, (k + 1) * chunks.grain) - k * chunks.grain) * S);
+        frac[k] = nb / (count + nb);
+        corr[k] = count * nb / (count + nb);
         count += nb;
       }
       parallel_for(C, 512, [&](int64_t c0, int64_t c1) {
         std::vector<double> mu(static_cast<size_t>(c1 - c0), 0.0), m2(mu.size(), 0.0);
-        for (int64_t g = 0; g < groups.count; ++g)
-          chan_merge(mu.data(), m2.data(), gmean.get() + g * C + c0, gm2.get() + g * C + c0, c1 - c0, frac[g],
-                     corr[g]);
+        for (int64_t k = 0; k < chunks.count; ++k)
+          chan_merge(mu.data(), m2.data(), cmean.get() + k * C + c0, cm2.get() + k * C + c0, c1 - c0, frac[k],
+                     corr[k]);
         for (int64_t c = 0; c < c1 - c0; ++c) {
           mean[c0 + c] = mu[c];
           var[c0 + c] = m2[c] / count;
         }
+        finish(c0, c1);
       });
     }
 
-    // output: per channel scale = rstd * w, y = ((x - mean_hi) - mean_lo) * scale + b
-    std::vector<A> hi, lo, scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
-    split_mean(mean, C, hi, lo);
-    for (int64_t c = 0; c < C; ++c) {
-      const double rs = 1.0 / std::sqrt(var[c] + eps);
-      prstd[c] = A(rs);
-      scale[c] = A(rs * (pw ? double(pw[c]) : 1.0));
-      shift[c] = pb ? pb[c] : A(0);
-    }
+    // output: y = ((x - mean_hi) - mean_lo) * scale + b
     parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C * S, 1)), [&](int64_t n0, int64_t n1) {
       NG_NORM_SIMD_CALL(T, BatchNormApply, hwy_ptr(px), hwy_ptr(py), n0, n1, C, S, hi.data(), lo.data(),
                         scale.data(), shift.data());
