@@ -352,38 +352,51 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
     }
     if (cb == C) return;
 
-    // The channels left over, [cb, C): whole-row loops over arrays.
+    // The channels left over, [cb, C): whole-row loops over arrays, in column blocks of at most kArrayCols
+    // channels walked one after the other, so that a block's three arrays (K, s1, s2: 24 KiB in f32) stay in
+    // the L1 beside x. Each channel gets the same operations either way (the same bits). At 1024 x 4096 in
+    // bf16 the three arrays of whole rows (48 KiB) came from the L2 for every four samples; in two blocks
+    // of 4 KiB rows (which also ask ahead, below) the statistics region of the forward went from 0.26-0.29
+    // to 0.24-0.25 ms (Xeon model 167, 2 threads, mean of 1000 calls; blocks of 512 channels were slower,
+    // of 1024 level), and the forward 0.597 / 0.619 -> 0.581 / 0.593 ms (best / median, `scripts/bench_ab.py
+    // --rounds 6`).
     const int64_t Cr = C - cb;
     const size_t nr = static_cast<size_t>(Cr);
     std::vector<A> s1(nr, A(0)), s2(nr, A(0)), dmean(nr), m2(nr);
-    AccumulateSamples(d, x + cb, n0, n0 + m, C, Cr, K.data(),
-                      [&](hn::Vec<D> v, int64_t, size_t) { return v; });
-    for (int64_t c = 0; c < Cr; ++c) K[c] = K[c] / A(m);
-    // pass A
-    // Four samples per walk are four streams, each of one row; on rows of a few KiB the hardware
-    // prefetchers start them anew every four samples and the walk waits on memory at each start. So rows of
-    // at most kAskAheadRowBytes ask for the next four samples during the walk. Measured (Xeon model 167, 2
-    // threads): a standalone copy of this walk over 4096 x 1024 bf16 took 0.198 ms against 0.153 for a plain
-    // read of x, and 0.153 asking ahead (16384 x 256: 0.198 -> 0.164); at 1024 x 4096 (8 KiB rows) asking
-    // made it slower, 0.180 -> 0.199, and f32 rows of 1-4 KiB already ran at the read's speed. In the
-    // forward (`scripts/bench_ab.py --filter batch_norm --rounds 4`, best): bf16 4096 x 1024 0.585 -> 0.565
-    // ms, 16384 x 256 0.537 -> 0.494; f32 level. (Prefetches only: the same bits.)
-    constexpr int64_t kAskAheadRowBytes = 4096;
-    const bool ask_ahead = C * int64_t(sizeof(T)) <= kAskAheadRowBytes;
-    int64_t n = n0;
-    for (; n + 4 <= n1; n += 4)
-      ShiftedSumsAcross<4>(d, x + n * C + cb, C, Cr, K.data(), s1.data(), s2.data(),
-                           ask_ahead && n + 8 <= n1 ? x + (n + 4) * C + cb : nullptr);
-    for (; n < n1; ++n) ShiftedSumsAcross<1>(d, x + n * C + cb, C, Cr, K.data(), s1.data(), s2.data());
+    constexpr int64_t kArrayCols = 2048;
     bool any_bad = false;
-    for (int64_t c = 0; c < Cr; c += L) {
-      const size_t cnt = size_t(std::min(L, Cr - c));
-      hn::Vec<D> vdm, vm2;
-      any_bad |= !hn::AllFalse(
-          d, hn::And(hn::FirstN(d, cnt), ShiftedMoments(d, LoadAN(d, s1.data() + c, cnt),
-                                                        LoadAN(d, s2.data() + c, cnt), vcount, vdm, vm2)));
-      StoreAN(d, vdm, dmean.data() + c, cnt);
-      StoreAN(d, vm2, m2.data() + c, cnt);
+    for (int64_t c0 = 0; c0 < Cr; c0 += kArrayCols) {
+      const int64_t w = std::min(kArrayCols, Cr - c0);
+      const T* HWY_RESTRICT xb = x + cb + c0;
+      A* HWY_RESTRICT Kb = K.data() + c0;
+      AccumulateSamples(d, xb, n0, n0 + m, C, w, Kb, [&](hn::Vec<D> v, int64_t, size_t) { return v; });
+      for (int64_t c = 0; c < w; ++c) Kb[c] = Kb[c] / A(m);
+      // pass A
+      // Four samples per walk are four streams, each of one row; on rows of a few KiB the hardware
+      // prefetchers start them anew every four samples and the walk waits on memory at each start. So rows
+      // (of a block) of at most kAskAheadRowBytes ask for the next four samples during the walk. Measured
+      // (Xeon model 167, 2 threads): a standalone copy of this walk over 4096 x 1024 bf16 took 0.198 ms
+      // against 0.153 for a plain read of x, and 0.153 asking ahead (16384 x 256: 0.198 -> 0.164); at 1024 x
+      // 4096 (8 KiB rows, before the column blocks) asking made it slower, 0.180 -> 0.199, and f32 rows of
+      // 1-4 KiB already ran at the read's speed. In the forward (`scripts/bench_ab.py --filter batch_norm
+      // --rounds 4`, best): bf16 4096 x 1024 0.585 -> 0.565 ms, 16384 x 256 0.537 -> 0.494; f32 level.
+      // (Prefetches only: the same bits.)
+      constexpr int64_t kAskAheadRowBytes = 4096;
+      const bool ask_ahead = w * int64_t(sizeof(T)) <= kAskAheadRowBytes;
+      int64_t n = n0;
+      for (; n + 4 <= n1; n += 4)
+        ShiftedSumsAcross<4>(d, xb + n * C, C, w, Kb, s1.data() + c0, s2.data() + c0,
+                             ask_ahead && n + 8 <= n1 ? xb + (n + 4) * C : nullptr);
+      for (; n < n1; ++n) ShiftedSumsAcross<1>(d, xb + n * C, C, w, Kb, s1.data() + c0, s2.data() + c0);
+      for (int64_t c = c0; c < c0 + w; c += L) {
+        const size_t cnt = size_t(std::min(L, c0 + w - c));
+        hn::Vec<D> vdm, vm2;
+        any_bad |= !hn::AllFalse(
+            d, hn::And(hn::FirstN(d, cnt), ShiftedMoments(d, LoadAN(d, s1.data() + c, cnt),
+                                                          LoadAN(d, s2.data() + c, cnt), vcount, vdm, vm2)));
+        StoreAN(d, vdm, dmean.data() + c, cnt);
+        StoreAN(d, vm2, m2.data() + c, cnt);
+      }
     }
     if (any_bad) {  // pass B; the channels that passed the check keep their one-walk M2
       std::vector<A> centred(nr, A(0));
