@@ -591,9 +591,15 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
     // registers. The same operations in the same order per channel, so the same bits (-ffp-contract=off, as
     // above). The whole backward (these sums, then dx) at 1024 x 4096 f32 on AMD Zen 4, A/B in alternating
     // runs: 6.3-6.9 -> 6.0-6.4 ms on 1 thread, 3.2-3.7 -> 3.1-3.2 ms on 2.
+    //
+    // f16/bf16 rows of up to 8192 channels keep the whole-row loop (below) instead, in column blocks, as the
+    // forward's statistics do (BatchNormMomentsChunk): their register blocks read 128-byte columns of each
+    // row. Measured (Xeon model 167, 2 threads, the whole bf16 backward, best / median of 500, the two builds
+    // in turns): 1024 x 4096 0.93-0.96 / 0.97-1.00 -> 0.86-0.87 / 0.90-0.92 ms, 512 x 8192 0.97 / 1.01-1.02
+    // -> 0.88-0.90 / 0.93, 2048 x 2048 0.90 / 0.95 -> 0.84 / 0.86-0.88. The same bits.
     constexpr int64_t kBlock = 4;
     int64_t cb = 0;
-    if (bn_sums_wide(C, sizeof(A))) {
+    if (bn_sums_wide(C, sizeof(A)) && !(sizeof(T) < sizeof(A) && C <= 8192)) {
       for (; cb + kBlock * L <= C; cb += kBlock * L) {
         hn::Vec<D> vmh[kBlock], vml[kBlock], vrs[kBlock], a_dy[kBlock], a_dyx[kBlock];
         for (int64_t j = 0; j < kBlock; ++j) {
@@ -639,38 +645,43 @@ void BatchNormBackwardSumsRows(const T* HWY_RESTRICT dy, const T* HWY_RESTRICT x
       StoreTailA(d, hn::Add(LoadTailA(d, sdy + c_main, c_rest), dyv), sdy + c_main, c_rest);
       StoreTailA(d, hn::MulAdd(dyv, xhat, LoadTailA(d, sdyx + c_main, c_rest)), sdyx + c_main, c_rest);
     };
-    int64_t n = n0;
-    for (; n + 4 <= n1; n += 4) {
-      const T* HWY_RESTRICT xr = x + n * C;
-      const T* HWY_RESTRICT dyr = dy + n * C;
-      for (int64_t c = cb; c < c_main; c += L) {
-        const auto vmh = hn::LoadU(d, mh + c), vml = hn::LoadU(d, ml + c), vrs = hn::LoadU(d, rs + c);
-        auto a_dy = hn::LoadU(d, sdy + c), a_dyx = hn::LoadU(d, sdyx + c);
-        for (int64_t k = 0; k < 4; ++k) {
-          const auto dyv = LoadAs(d, dyr + k * C + c);
-          const auto xhat = hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xr + k * C + c), vmh), vml), vrs);
-          a_dy = hn::Add(a_dy, dyv);
-          a_dyx = hn::MulAdd(dyv, xhat, a_dyx);
+    // Column blocks of at most kSumCols channels, walked one after the other, so that a block's five arrays
+    // (20 KiB in f32) stay in the L1; then the last c_rest channels.
+    constexpr int64_t kSumCols = 1024;
+    for (int64_t c0 = cb; c0 < c_main; c0 += kSumCols) {
+      const int64_t c1 = std::min(c_main, c0 + kSumCols);
+      int64_t n = n0;
+      for (; n + 4 <= n1; n += 4) {
+        const T* HWY_RESTRICT xr = x + n * C;
+        const T* HWY_RESTRICT dyr = dy + n * C;
+        for (int64_t c = c0; c < c1; c += L) {
+          const auto vmh = hn::LoadU(d, mh + c), vml = hn::LoadU(d, ml + c), vrs = hn::LoadU(d, rs + c);
+          auto a_dy = hn::LoadU(d, sdy + c), a_dyx = hn::LoadU(d, sdyx + c);
+          for (int64_t k = 0; k < 4; ++k) {
+            const auto dyv = LoadAs(d, dyr + k * C + c);
+            const auto xhat = hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xr + k * C + c), vmh), vml), vrs);
+            a_dy = hn::Add(a_dy, dyv);
+            a_dyx = hn::MulAdd(dyv, xhat, a_dyx);
+          }
+          hn::StoreU(a_dy, d, sdy + c);
+          hn::StoreU(a_dyx, d, sdyx + c);
         }
-        hn::StoreU(a_dy, d, sdy + c);
-        hn::StoreU(a_dyx, d, sdyx + c);
       }
-      if (c_rest)
-        for (int64_t k = 0; k < 4; ++k) tail(xr + k * C, dyr + k * C);
-    }
-    for (; n < n1; ++n) {
-      const T* HWY_RESTRICT xr = x + n * C;
-      const T* HWY_RESTRICT dyr = dy + n * C;
-      for (int64_t c = cb; c < c_main; c += L) {
-        const auto dyv = LoadAs(d, dyr + c);
-        const auto xhat =
-            hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xr + c), hn::LoadU(d, mh + c)), hn::LoadU(d, ml + c)),
-                    hn::LoadU(d, rs + c));
-        hn::StoreU(hn::Add(hn::LoadU(d, sdy + c), dyv), d, sdy + c);
-        hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, sdyx + c)), d, sdyx + c);
+      for (; n < n1; ++n) {
+        const T* HWY_RESTRICT xr = x + n * C;
+        const T* HWY_RESTRICT dyr = dy + n * C;
+        for (int64_t c = c0; c < c1; c += L) {
+          const auto dyv = LoadAs(d, dyr + c);
+          const auto xhat =
+              hn::Mul(hn::Sub(hn::Sub(LoadAs(d, xr + c), hn::LoadU(d, mh + c)), hn::LoadU(d, ml + c)),
+                      hn::LoadU(d, rs + c));
+          hn::StoreU(hn::Add(hn::LoadU(d, sdy + c), dyv), d, sdy + c);
+          hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(d, sdyx + c)), d, sdyx + c);
+        }
       }
-      if (c_rest) tail(xr, dyr);
     }
+    if (c_rest)
+      for (int64_t n = n0; n < n1; ++n) tail(x + n * C, dy + n * C);
     return;
   }
   const int64_t s_main = S - S % L;
