@@ -454,37 +454,46 @@ void bench_norms() {
   }
 }
 
-// GroupNorm on a convolutional feature map (N, C, H, W) = (16, 256, 32, 32), 32 groups: the shape GroupNorm
-// is made for (each group is 8 channels x 1024 positions, contiguous), where the (N, C) entries above take
-// the many-small-groups path instead. 16 MiB in f32, like the shapes above; the same traffic model.
-void bench_group_norm_spatial() {
+// GroupNorm and BatchNorm on a convolutional feature map (N, C, H, W) = (16, 256, 32, 32): the shape they
+// are made for. GroupNorm's 32 groups are each 8 channels x 1024 positions, contiguous, where the (N, C)
+// entries above take the many-small-groups path instead; BatchNorm's statistics walk each (n, c) segment of
+// 1024 positions (BatchNorm2d). 16 MiB in f32, like the shapes above; the same traffic model.
+void bench_norms_spatial() {
   const int64_t N = 16, C = 256, S = 32 * 32, G = 32;
   const std::string shape = "16x256x32x32";
-  for (ng::DType dt : {ng::DType::f32, ng::DType::bf16}) {
-    const std::string base = "group_norm/" + shape + "/" + ng::dtype_name(dt);
-    if (!selected(base + "/fwd") && !selected(base + "/bwd") && !selected(base + "/fwd+bwd")) continue;
-    if (opt.quick && dt != ng::DType::f32) continue;
-    ng::Generator g(3);
-    const ng::Tensor x = ng::randn({N, C, 32, 32}, g).to(dt), dy = ng::randn({N, C, 32, 32}, g).to(dt);
-    const ng::Tensor w = ng::ones({C}), b = ng::zeros({C});
-    auto forward = [&] { return ng::norms::group_norm_forward(x, N, C, S, G, w, b, 1e-5); };
-    auto backward = [&](const ng::norms::NormStats& st) {
-      return ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, N, C, S, G, true, true, true);
-    };
-    const double E = double(ng::dtype_size(dt)), numel = double(N * C * S);
-    const std::string dname = ng::dtype_name(dt);
-    const ng::norms::NormStats saved = forward();
-    if (selected(base + "/fwd")) {
-      Timing t = time_it([&] { forward(); });
-      emit_bandwidth("group_norm", base + "/fwd", shape, dname, "fwd", numel * E, 2 * numel * E, t);
-    }
-    if (selected(base + "/bwd")) {
-      Timing t = time_it([&] { backward(saved); });
-      emit_bandwidth("group_norm", base + "/bwd", shape, dname, "bwd", numel * E, 3 * numel * E, t);
-    }
-    if (selected(base + "/fwd+bwd")) {
-      Timing t = time_it([&] { backward(forward()); });
-      emit_bandwidth("group_norm", base + "/fwd+bwd", shape, dname, "fwd+bwd", numel * E, 5 * numel * E, t);
+  for (const std::string norm : {"group_norm", "batch_norm"}) {
+    for (ng::DType dt : {ng::DType::f32, ng::DType::bf16}) {
+      const std::string base = norm + "/" + shape + "/" + ng::dtype_name(dt);
+      if (!selected(base + "/fwd") && !selected(base + "/bwd") && !selected(base + "/fwd+bwd")) continue;
+      if (opt.quick && dt != ng::DType::f32) continue;
+      ng::Generator g(3);
+      const ng::Tensor x = ng::randn({N, C, 32, 32}, g).to(dt), dy = ng::randn({N, C, 32, 32}, g).to(dt);
+      const ng::Tensor w = ng::ones({C}), b = ng::zeros({C});
+      const bool bn = norm == "batch_norm";
+      auto forward = [&] {
+        return bn ? ng::norms::batch_norm_forward(x, N, C, S, w, b, ng::Tensor(), ng::Tensor(), 1e-5)
+                  : ng::norms::group_norm_forward(x, N, C, S, G, w, b, 1e-5);
+      };
+      auto backward = [&](const ng::norms::NormStats& st) {
+        return bn ? ng::norms::batch_norm_backward(dy, x, st.mean, st.rstd, w, N, C, S, true, true, true,
+                                                   true)
+                  : ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, N, C, S, G, true, true, true);
+      };
+      const double E = double(ng::dtype_size(dt)), numel = double(N * C * S);
+      const std::string dname = ng::dtype_name(dt);
+      const ng::norms::NormStats saved = forward();
+      if (selected(base + "/fwd")) {
+        Timing t = time_it([&] { forward(); });
+        emit_bandwidth(norm, base + "/fwd", shape, dname, "fwd", numel * E, 2 * numel * E, t);
+      }
+      if (selected(base + "/bwd")) {
+        Timing t = time_it([&] { backward(saved); });
+        emit_bandwidth(norm, base + "/bwd", shape, dname, "bwd", numel * E, 3 * numel * E, t);
+      }
+      if (selected(base + "/fwd+bwd")) {
+        Timing t = time_it([&] { backward(forward()); });
+        emit_bandwidth(norm, base + "/fwd+bwd", shape, dname, "fwd+bwd", numel * E, 5 * numel * E, t);
+      }
     }
   }
 }
@@ -795,7 +804,7 @@ int main(int argc, char** argv) {
   bench_copy_curve();
   bench_matmul(peak);
   bench_norms();
-  bench_group_norm_spatial();
+  bench_norms_spatial();
   bench_add_norm();
   bench_fresh_output();
   bench_softmax_loss_adam();

@@ -135,8 +135,8 @@ def torch_norm(norm, rows, cols, passes, dtype="f32", param_dtype="f32"):
     return fwd_bwd
 
 
-def torch_group_norm_spatial(passes, dtype="f32", param_dtype="f32"):
-    """F.group_norm on a (16, 256, 32, 32) feature map, 32 groups: the shape GroupNorm is made for."""
+def torch_norm_spatial(norm, passes, dtype="f32", param_dtype="f32"):
+    """F.group_norm (32 groups) or F.batch_norm (training) on a (16, 256, 32, 32) feature map."""
     g = torch.Generator().manual_seed(3)
     dt = torch.bfloat16 if dtype == "bf16" else torch.float32
     pdt = torch.bfloat16 if param_dtype == "bf16" else torch.float32
@@ -146,13 +146,13 @@ def torch_group_norm_spatial(passes, dtype="f32", param_dtype="f32"):
     if passes == "fwd":
         def fwd():
             with torch.no_grad():
-                F.group_norm(x, 32, w, b, 1e-5)
+                norm_call(norm, x, w, b)
         return fwd
     xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
 
     def fwd_bwd():
         xg.grad = wg.grad = bg.grad = None
-        F.group_norm(xg, 32, wg, bg, 1e-5).backward(dy)
+        norm_call(norm, xg, wg, bg).backward(dy)
     return fwd_bwd
 
 
@@ -327,12 +327,14 @@ def entries():
                      lambda n=norm, r=rows, c=cols, p=passes: torch_norm(n, r, c, p, "bf16", "f32")),
                     ("F." + norm + " (bf16 weight)",
                      lambda n=norm, r=rows, c=cols, p=passes: torch_norm(n, r, c, p, "bf16", "bf16"))]))
-    for passes in ("fwd", "fwd+bwd"):
-        out.append((f"group_norm/16x256x32x32/f32/{passes}",
-                    [("F.group_norm", lambda p=passes: torch_group_norm_spatial(p))]))
-        out.append((f"group_norm/16x256x32x32/bf16/{passes}", [
-            ("F.group_norm (f32 weight)", lambda p=passes: torch_group_norm_spatial(p, "bf16", "f32")),
-            ("F.group_norm (bf16 weight)", lambda p=passes: torch_group_norm_spatial(p, "bf16", "bf16"))]))
+    for norm in ("group_norm", "batch_norm"):
+        for passes in ("fwd", "fwd+bwd"):
+            out.append((f"{norm}/16x256x32x32/f32/{passes}",
+                        [("F." + norm, lambda n=norm, p=passes: torch_norm_spatial(n, p))]))
+            out.append((f"{norm}/16x256x32x32/bf16/{passes}", [
+                ("F." + norm + " (f32 weight)", lambda n=norm, p=passes: torch_norm_spatial(n, p, "bf16", "f32")),
+                ("F." + norm + " (bf16 weight)",
+                 lambda n=norm, p=passes: torch_norm_spatial(n, p, "bf16", "bf16"))]))
     for rows, cols in NORM_SHAPES[:2]:
         for passes in ("fwd", "fwd+bwd"):
             out.append((f"add_layer_norm/{rows}x{cols}/f32/{passes}",
