@@ -397,6 +397,28 @@ std::string shape_name(int64_t rows, int64_t cols) {
   return std::to_string(rows) + "x" + std::to_string(cols);
 }
 
+// The selected passes of one norm entry (base = "<norm>/<shape>/<dtype>"): the forward, the backward from
+// saved statistics, and both, each against its compulsory traffic (E bytes per element, numel elements):
+//   fwd: read x, write y: 2 numel E;  bwd: read dy and x, write dx: 3 numel E;  both: 5 numel E.
+template <class Forward, class Backward>
+void time_norm_passes(const std::string& norm, const std::string& base, const std::string& shape,
+                      const std::string& dname, double E, double numel, const Forward& forward,
+                      const Backward& backward) {
+  const ng::norms::NormStats saved = forward();
+  if (selected(base + "/fwd")) {
+    Timing t = time_it([&] { forward(); });
+    emit_bandwidth(norm, base + "/fwd", shape, dname, "fwd", numel * E, 2 * numel * E, t);
+  }
+  if (selected(base + "/bwd")) {
+    Timing t = time_it([&] { backward(saved); });
+    emit_bandwidth(norm, base + "/bwd", shape, dname, "bwd", numel * E, 3 * numel * E, t);
+  }
+  if (selected(base + "/fwd+bwd")) {
+    Timing t = time_it([&] { backward(forward()); });
+    emit_bandwidth(norm, base + "/fwd+bwd", shape, dname, "fwd+bwd", numel * E, 5 * numel * E, t);
+  }
+}
+
 // LayerNorm, RMSNorm, BatchNorm and GroupNorm forward, backward and both, on the raw kernels (no autograd
 // bookkeeping): ng::norms::<norm>_forward / _backward, the pair the autograd node calls.
 //   compulsory traffic, with E = x's element size and n = rows x cols:
@@ -435,20 +457,8 @@ void bench_norms() {
                                                   true);
           return ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, rows, C, 1, G, true, true, true);
         };
-        const double E = double(ng::dtype_size(dt)), numel = double(rows * cols);
-        const ng::norms::NormStats saved = forward();
-        if (selected(base + "/fwd")) {
-          Timing t = time_it([&] { forward(); });
-          emit_bandwidth(norm, base + "/fwd", shape, dname, "fwd", numel * E, 2 * numel * E, t);
-        }
-        if (selected(base + "/bwd")) {
-          Timing t = time_it([&] { backward(saved); });
-          emit_bandwidth(norm, base + "/bwd", shape, dname, "bwd", numel * E, 3 * numel * E, t);
-        }
-        if (selected(base + "/fwd+bwd")) {
-          Timing t = time_it([&] { backward(forward()); });
-          emit_bandwidth(norm, base + "/fwd+bwd", shape, dname, "fwd+bwd", numel * E, 5 * numel * E, t);
-        }
+        time_norm_passes(norm, base, shape, dname, double(ng::dtype_size(dt)), double(rows * cols), forward,
+                         backward);
       }
     }
   }
@@ -479,21 +489,8 @@ void bench_norms_spatial() {
                                                    true)
                   : ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, N, C, S, G, true, true, true);
       };
-      const double E = double(ng::dtype_size(dt)), numel = double(N * C * S);
-      const std::string dname = ng::dtype_name(dt);
-      const ng::norms::NormStats saved = forward();
-      if (selected(base + "/fwd")) {
-        Timing t = time_it([&] { forward(); });
-        emit_bandwidth(norm, base + "/fwd", shape, dname, "fwd", numel * E, 2 * numel * E, t);
-      }
-      if (selected(base + "/bwd")) {
-        Timing t = time_it([&] { backward(saved); });
-        emit_bandwidth(norm, base + "/bwd", shape, dname, "bwd", numel * E, 3 * numel * E, t);
-      }
-      if (selected(base + "/fwd+bwd")) {
-        Timing t = time_it([&] { backward(forward()); });
-        emit_bandwidth(norm, base + "/fwd+bwd", shape, dname, "fwd+bwd", numel * E, 5 * numel * E, t);
-      }
+      time_norm_passes(norm, base, shape, ng::dtype_name(dt), double(ng::dtype_size(dt)), double(N * C * S),
+                       forward, backward);
     }
   }
 }

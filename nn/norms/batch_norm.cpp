@@ -264,6 +264,40 @@ HWY_INLINE hn::Mask<D> ShiftedMoments(D d, V s1, V s2, V count, V& dmean, V& m2)
   return hn::Not(trusted);
 }
 
+// ShiftedMoments for channels [c0, c1) of the sums s1, s2, into dmean and m2; returns whether any channel
+// failed the check.
+template <class D, typename A = hn::TFromD<D>>
+HWY_INLINE bool ChannelMoments(D d, const A* HWY_RESTRICT s1, const A* HWY_RESTRICT s2, int64_t c0,
+                               int64_t c1, hn::Vec<D> vcount, A* HWY_RESTRICT dmean, A* HWY_RESTRICT m2) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  bool any_bad = false;
+  for (int64_t c = c0; c < c1; c += L) {
+    const size_t cnt = size_t(std::min(L, c1 - c));
+    hn::Vec<D> vdm, vm2;
+    any_bad |= !hn::AllFalse(
+        d, hn::And(hn::FirstN(d, cnt),
+                   ShiftedMoments(d, LoadAN(d, s1 + c, cnt), LoadAN(d, s2 + c, cnt), vcount, vdm, vm2)));
+    StoreAN(d, vdm, dmean + c, cnt);
+    StoreAN(d, vm2, m2 + c, cnt);
+  }
+  return any_bad;
+}
+
+// After pass B: m2[c] = centred[c] for the channels [0, C) that fail the check; the others keep their
+// one-walk M2.
+template <class D, typename A = hn::TFromD<D>>
+HWY_INLINE void TakeCentredWhereBad(D d, const A* HWY_RESTRICT s1, const A* HWY_RESTRICT s2,
+                                    const A* HWY_RESTRICT centred, int64_t C, hn::Vec<D> vcount,
+                                    A* HWY_RESTRICT m2) {
+  const int64_t L = int64_t(hn::Lanes(d));
+  for (int64_t c = 0; c < C; c += L) {
+    const size_t cnt = size_t(std::min(L, C - c));
+    hn::Vec<D> vdm, vm2;
+    const auto bad = ShiftedMoments(d, LoadAN(d, s1 + c, cnt), LoadAN(d, s2 + c, cnt), vcount, vdm, vm2);
+    StoreAN(d, hn::IfThenElse(bad, LoadAN(d, centred + c, cnt), vm2), m2 + c, cnt);
+  }
+}
+
 // Statistics of samples [n0, n1): per channel, out_mean[c] and out_m2[c] = sum (x - out_mean[c])^2 (double).
 template <typename T>
 void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int64_t C, int64_t S,
@@ -413,15 +447,7 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
         ShiftedSumsAcross<4>(d, xb + n * C, C, w, Kb, s1.data() + c0, s2.data() + c0,
                              ask_ahead && n + 8 <= n1 ? xb + (n + 4) * C : nullptr);
       for (; n < n1; ++n) ShiftedSumsAcross<1>(d, xb + n * C, C, w, Kb, s1.data() + c0, s2.data() + c0);
-      for (int64_t c = c0; c < c0 + w; c += L) {
-        const size_t cnt = size_t(std::min(L, c0 + w - c));
-        hn::Vec<D> vdm, vm2;
-        any_bad |= !hn::AllFalse(
-            d, hn::And(hn::FirstN(d, cnt), ShiftedMoments(d, LoadAN(d, s1.data() + c, cnt),
-                                                          LoadAN(d, s2.data() + c, cnt), vcount, vdm, vm2)));
-        StoreAN(d, vdm, dmean.data() + c, cnt);
-        StoreAN(d, vm2, m2.data() + c, cnt);
-      }
+      any_bad |= ChannelMoments(d, s1.data(), s2.data(), c0, c0 + w, vcount, dmean.data(), m2.data());
     }
     if (any_bad) {  // pass B; the channels that passed the check keep their one-walk M2
       std::vector<A> centred(nr, A(0));
@@ -429,13 +455,7 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
         const auto t = hn::Sub(hn::Sub(v, LoadAN(d, K.data() + c, cnt)), LoadAN(d, dmean.data() + c, cnt));
         return hn::Mul(t, t);
       });
-      for (int64_t c = 0; c < Cr; c += L) {
-        const size_t cnt = size_t(std::min(L, Cr - c));
-        hn::Vec<D> vdm, vm2;
-        const auto bad =
-            ShiftedMoments(d, LoadAN(d, s1.data() + c, cnt), LoadAN(d, s2.data() + c, cnt), vcount, vdm, vm2);
-        StoreAN(d, hn::IfThenElse(bad, LoadAN(d, centred.data() + c, cnt), vm2), m2.data() + c, cnt);
-      }
+      TakeCentredWhereBad(d, s1.data(), s2.data(), centred.data(), Cr, vcount, m2.data());
     }
     for (int64_t c = 0; c < Cr; ++c) {
       out_mean[cb + c] = double(K[c]) + double(dmean[c]);
@@ -459,19 +479,9 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
     K[c] = SumSegment(d, x + (n0 * C + c) * S, m, [](hn::Vec<D> v) { return v; }) / A(m);
   for (int64_t n = n0; n < n1; ++n)
     for (int64_t c = 0; c < C; ++c) ShiftedSegmentSums(d, x + (n * C + c) * S, S, K[c], s1[c], s2[c]);
-  const int64_t L = int64_t(hn::Lanes(d));
   const auto vcount = hn::Set(d, count);
-  bool any_bad = false;
-  for (int64_t c = 0; c < C; c += L) {
-    const size_t cnt = size_t(std::min(L, C - c));
-    hn::Vec<D> vdm, vm2;
-    any_bad |= !hn::AllFalse(
-        d, hn::And(hn::FirstN(d, cnt), ShiftedMoments(d, LoadAN(d, s1.data() + c, cnt),
-                                                      LoadAN(d, s2.data() + c, cnt), vcount, vdm, vm2)));
-    StoreAN(d, vdm, dmean.data() + c, cnt);
-    StoreAN(d, vm2, m2.data() + c, cnt);
-  }
-  if (any_bad) {  // pass B; the channels that passed the check keep their one-walk M2
+  // pass B where a channel fails the check; the channels that pass it keep their one-walk M2
+  if (ChannelMoments(d, s1.data(), s2.data(), 0, C, vcount, dmean.data(), m2.data())) {
     std::vector<A> centred(s1.size(), A(0));
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t c = 0; c < C; ++c) {
@@ -481,13 +491,7 @@ void BatchNormMomentsChunk(const T* HWY_RESTRICT x, int64_t n0, int64_t n1, int6
           return hn::Mul(t, t);
         });
       }
-    for (int64_t c = 0; c < C; c += L) {
-      const size_t cnt = size_t(std::min(L, C - c));
-      hn::Vec<D> vdm, vm2;
-      const auto bad =
-          ShiftedMoments(d, LoadAN(d, s1.data() + c, cnt), LoadAN(d, s2.data() + c, cnt), vcount, vdm, vm2);
-      StoreAN(d, hn::IfThenElse(bad, LoadAN(d, centred.data() + c, cnt), vm2), m2.data() + c, cnt);
-    }
+    TakeCentredWhereBad(d, s1.data(), s2.data(), centred.data(), C, vcount, m2.data());
   }
   for (int64_t c = 0; c < C; ++c) {
     out_mean[c] = double(K[c]) + double(dmean[c]);
