@@ -29,6 +29,8 @@
 // data and dropout generators and step count are restored), while the other three configs train again from
 // step 1 with the same seed, so they too give the same numbers. `--steps 10 --save c` then `--steps 20
 // --resume c` reproduces `--steps 20` (TrainerResume.Exp2AcrossProcessesIsBitwise checks it with 2 + 2).
+// Both flags are checked before the first config trains: the checkpoint is loaded into a scratch model of
+// the last config, and --save's folder must exist (check_checkpoint_flags, examples/common/lm_task.h).
 //
 // Output in --out: norm_comparison.{png,csv,md,cmd.txt}.
 #include <algorithm>
@@ -100,22 +102,32 @@ static int run(int argc, char** argv) {
   std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping, seed %llu, device %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)steps, (unsigned long long)opt.seed,
               device.str().c_str());
-  std::vector<TrainResult> results;
-  std::unique_ptr<nn::TinyLM> last;
-  for (size_t i = 0; i < kConfigs.size(); ++i) {
-    const Config& c = kConfigs[i];
+  auto config_of = [&](const Config& c) {
     nn::TinyLMConfig mc = base;
     mc.norm_position = c.position;
     mc.norm = c.norm;
     mc.final_norm = c.position == "pre";
-    auto model = std::make_unique<nn::TinyLM>(mc);  // initialised on the CPU: the same weights on any device
-    model->to(device);
+    return mc;
+  };
+  auto spec_of = [&](const Config& c) {
     TrainSpec spec;
     spec.device = device;
     spec.label = c.name;
     spec.lr = c.lr * lr_scale;
     spec.steps = steps;
     spec.data_seed = opt.seed + 1;
+    return spec;
+  };
+  // --resume and --save apply to the last config: check them before the first config trains
+  check_checkpoint_flags(config_of(kConfigs.back()), task, spec_of(kConfigs.back()), opt.resume, opt.save);
+  std::vector<TrainResult> results;
+  std::unique_ptr<nn::TinyLM> last;
+  for (size_t i = 0; i < kConfigs.size(); ++i) {
+    const Config& c = kConfigs[i];
+    // initialised on the CPU: the same weights on any device
+    auto model = std::make_unique<nn::TinyLM>(config_of(c));
+    model->to(device);
+    const TrainSpec spec = spec_of(c);
     bool is_last = i + 1 == kConfigs.size();
     TrainResult r =
         train_lm(*model, task, spec, opt.quiet, is_last ? opt.resume : "", is_last ? opt.save : "");

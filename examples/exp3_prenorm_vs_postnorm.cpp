@@ -19,6 +19,7 @@
 // the checkpoint to --steps, bit for bit as if it had never stopped, while the other three train again from
 // step 1 with the same seed (the same numbers). `--steps 10 --save c` then `--steps 20 --resume c`
 // reproduces `--steps 20` (TrainerResume.Exp3AcrossProcessesIsBitwise).
+// Both flags are checked before the first run trains (check_checkpoint_flags, examples/common/lm_task.h).
 //
 // Output in --out: prenorm_vs_postnorm.{png,csv,md,cmd.txt}.
 #include <cmath>
@@ -82,8 +83,7 @@ static int run(int argc, char** argv) {
       "Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, clip 1.0, seed %llu\n",
       task.name.c_str(), (long long)task.vocab, (long long)dim, (long long)seq, (long long)steps,
       (unsigned long long)opt.seed);
-  for (size_t i = 0; i < runs.size(); ++i) {
-    Run& r = runs[i];
+  auto config_of = [&](const Run& r) {
     nn::TinyLMConfig c;
     c.dim = dim;
     c.n_layers = r.layers;
@@ -93,8 +93,9 @@ static int run(int argc, char** argv) {
     c.norm_position = r.position;
     c.final_norm = r.position == "pre";
     c.seed = opt.seed;
-    c = task.configure(c);
-    nn::TinyLM model(c);
+    return task.configure(c);
+  };
+  auto spec_of = [&](const Run& r) {
     TrainSpec spec;
     spec.label = r.name;
     spec.lr = r.lr;
@@ -102,6 +103,14 @@ static int run(int argc, char** argv) {
     spec.seq = seq;
     spec.clip = 1.0;
     spec.data_seed = opt.seed + 1;
+    return spec;
+  };
+  // --resume and --save apply to the last run: check them before the first run trains
+  check_checkpoint_flags(config_of(runs.back()), task, spec_of(runs.back()), opt.resume, opt.save);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    Run& r = runs[i];
+    nn::TinyLM model(config_of(r));
+    const TrainSpec spec = spec_of(r);
     bool is_last = i + 1 == runs.size();
     r.result = train_lm(model, task, spec, opt.quiet, is_last ? opt.resume : "", is_last ? opt.save : "");
     const std::vector<double>& l = r.result.losses;

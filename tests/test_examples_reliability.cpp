@@ -146,6 +146,31 @@ TEST(TrainerResume, Exp2AcrossProcessesIsBitwise) {
                            "` at step 2: its curve and statistics cover steps 3 to 4 only."));
   fs::remove_all(dir);
 }
+
+// exp2's --resume and --save apply to its last config: a corrupt checkpoint or a --save folder that is not
+// there is an error before NoNorm, the first config, trains (no "final loss" line, no CSV).
+TEST(TrainerResume, Exp2CheckpointFlagsFailBeforeAnyTraining) {
+  const fs::path dir = temp_dir("ckflags2");
+  const std::string exe =
+      std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --steps 2 --task copy --threads 1 --quiet";
+  const fs::path corrupt = dir / "corrupt.safetensors";
+  write_file(corrupt, std::string(7, '\x01'));  // shorter than the 8-byte header length
+  const fs::path missing = dir / "missing" / "c.safetensors";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --resume " + corrupt.string(), "error: load_safetensors: " + corrupt.string()},
+      {" --save " + missing.string(), "error: --save: expected an existing folder for " + missing.string()},
+  };
+  for (const auto& [flags, error] : cases) {
+    const fs::path out = dir / "out";
+    RunResult r = run(exe + flags + " --out " + out.string(), dir);
+    EXPECT_EQ(r.status, 1) << flags << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, error)) << flags << "\n" << r.err;
+    EXPECT_FALSE(contains(r.out, "final loss")) << flags << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(out / "norm_comparison.csv")) << flags;
+    fs::remove_all(out);
+  }
+  fs::remove_all(dir);
+}
 #endif
 
 #ifdef NG_EXP3_PRENORM_VS_POSTNORM_PATH
@@ -200,6 +225,16 @@ TEST(TrainerResume, Exp3AcrossProcessesIsBitwise) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "Post-LN 8L: resumed from " + ckpt.string() + " at step " + half_steps))
       << r.err;
+  // The same checkpoint with --steps at its own step leaves nothing to run: an error before the first run
+  // trains (the runs before the resumed one print "final" when they finish).
+  RunResult past =
+      run(exe + " --steps " + half_steps + " --resume " + ckpt.string() + " --out " + (dir / "past").string(),
+          dir);
+  EXPECT_EQ(past.status, 1) << past.err;
+  EXPECT_TRUE(contains(past.err, "error: --resume: the checkpoint " + ckpt.string() + " is at step " +
+                                     half_steps + ", expected fewer than the " + half_steps + " steps"))
+      << past.err;
+  EXPECT_FALSE(contains(past.out, "final")) << past.out;
 
   const auto straight = read_csv(dir / "straight" / "prenorm_vs_postnorm.csv");
   const auto first = read_csv(dir / "first" / "prenorm_vs_postnorm.csv");
@@ -227,6 +262,35 @@ TEST(TrainerResume, Exp3AcrossProcessesIsBitwise) {
                        "- Post-LN 8L was resumed from `" + ckpt.string() + "` at step " + half_steps +
                            ": its curve and statistics cover steps " + std::to_string(half + 1) + " to " +
                            steps + " only."));
+  fs::remove_all(dir);
+}
+
+// A checkpoint that cannot be resumed, or a --save path that cannot be written, is an error before the
+// first run trains, not after three runs have trained (the checks of examples/common/lm_task.h,
+// check_checkpoint_flags): status 1, the reason named, no run's "final" line, no CSV.
+TEST(TrainerResume, Exp3CheckpointFlagsFailBeforeAnyTraining) {
+  const fs::path dir = temp_dir("ckflags3");
+  const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --threads 1 --steps 2";
+  const fs::path corrupt = dir / "corrupt.safetensors";
+  write_file(corrupt, std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":") + std::string(40, 'x'));
+  struct Case {
+    std::string flags, error;
+  };
+  const std::vector<Case> cases = {
+      {" --resume " + corrupt.string(), "error: load_safetensors: " + corrupt.string()},
+      {" --save " + (dir / "missing" / "c.safetensors").string(),
+       "error: --save: expected an existing folder for " + (dir / "missing" / "c.safetensors").string()},
+      {" --save " + dir.string(), "error: --save: expected a file path, got the folder " + dir.string()},
+  };
+  for (const Case& c : cases) {
+    const fs::path out = dir / "out";
+    RunResult r = run(exe + c.flags + " --out " + out.string(), dir);
+    EXPECT_EQ(r.status, 1) << c.flags << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, c.error)) << c.flags << "\n" << r.err;
+    EXPECT_FALSE(contains(r.out, "final")) << c.flags << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(out / "prenorm_vs_postnorm.csv")) << c.flags;
+    fs::remove_all(out);
+  }
   fs::remove_all(dir);
 }
 #endif

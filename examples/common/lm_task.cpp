@@ -1,7 +1,12 @@
 #include "examples/common/lm_task.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -93,12 +98,64 @@ bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task
   return true;
 }
 
-TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
-                     const std::string& resume, const std::string& save) {
-  TrainResult r;
+namespace {
+
+// What a checkpoint saves and restores (nn/checkpoint.h): the model, its Adam state, the data and dropout
+// generators, the model's config, and the text task's tokenizer. opt and data_gen must outlive the state.
+nn::TrainState checkpoint_state(nn::TinyLM& model, optim::Adam& opt, Generator& data_gen,
+                                const LMTask& task) {
+  nn::TrainState state;
+  state.model = &model;
+  state.optimizer = &opt;
+  state.generators = {{"data", &data_gen}, {"dropout", &model.dropout_generator()}};
+  state.config_json = model.config.to_json();
+  if (task.name == "shakespeare") state.tokenizer = const_cast<nn::CharTokenizer*>(&task.tokenizer);
+  return state;
+}
+
+// --save and --resume are CPU only; a resumed checkpoint must leave steps to run.
+void check_checkpoint_device(const TrainSpec& spec, const std::string& resume, const std::string& save) {
   NG_CHECK(spec.device.is_cpu() || (resume.empty() && save.empty()), "train_lm",
            "--save and --resume work on the CPU only; drop them or use --device cpu (got --device ",
            spec.device.str(), ")");
+}
+
+void load_resume(const std::string& resume, nn::TrainState& state, const TrainSpec& spec) {
+  nn::load_checkpoint(resume, state);
+  NG_CHECK(state.step < spec.steps, "--resume", "the checkpoint ", resume, " is at step ", state.step,
+           ", expected fewer than the ", spec.steps, " steps of this run (raise --steps)");
+}
+
+}  // namespace
+
+void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, const TrainSpec& spec,
+                            const std::string& resume, const std::string& save) {
+  check_checkpoint_device(spec, resume, save);
+  if (!save.empty()) {
+    // The checkpoint is written when the config has trained: look at its folder now.
+    namespace fs = std::filesystem;
+    const fs::path path(save), dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    std::error_code ec;
+    NG_CHECK(!fs::is_directory(path, ec), "--save", "expected a file path, got the folder ", save);
+    NG_CHECK(fs::is_directory(dir, ec), "--save", "expected an existing folder for ", save, ", but ",
+             dir.string(), " is not one");
+    NG_CHECK(::access(dir.c_str(), W_OK) == 0, "--save", "cannot write in the folder ", dir.string(), " (",
+             std::strerror(errno), ")");
+  }
+  if (resume.empty()) return;
+  nn::TinyLM model(config);  // a scratch model of the config the checkpoint must match
+  optim::AdamOptions ao;
+  ao.lr = spec.lr;
+  optim::Adam opt(model.named_parameters(), ao);
+  Generator data_gen(spec.data_seed);
+  nn::TrainState state = checkpoint_state(model, opt, data_gen, task);
+  load_resume(resume, state, spec);
+}
+
+TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
+                     const std::string& resume, const std::string& save) {
+  TrainResult r;
+  check_checkpoint_device(spec, resume, save);
   for (const Tensor& p : model.parameters())
     NG_CHECK(p.device() == spec.device, "train_lm", "the model's parameters are on ", p.device().str(),
              " but training runs on ", spec.device.str(), " (move the model with model.to(device) first)");
@@ -108,20 +165,13 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
   optim::Adam opt(model.named_parameters(), ao);
   std::vector<Tensor> params = model.parameters();
   Generator data_gen(spec.data_seed);
-  nn::TrainState state;
-  state.model = &model;
-  state.optimizer = &opt;
-  state.generators = {{"data", &data_gen}, {"dropout", &model.dropout_generator()}};
-  state.config_json = model.config.to_json();
-  if (task.name == "shakespeare") state.tokenizer = const_cast<nn::CharTokenizer*>(&task.tokenizer);
+  nn::TrainState state = checkpoint_state(model, opt, data_gen, task);
   // --resume continues the run the checkpoint came from: its weights, Adam moments, data and dropout
   // generators and step count are restored, and training goes on to the same total of spec.steps. So
   // "train 100 steps" and "train 50, --save, then --resume to 100" give the same bits
   // (Examples.ResumeContinuesTheRunBitwise).
   if (!resume.empty()) {
-    nn::load_checkpoint(resume, state);
-    NG_CHECK(state.step < spec.steps, "--resume", "the checkpoint ", resume, " is at step ", state.step,
-             ", expected fewer than the ", spec.steps, " steps of this run (raise --steps)");
+    load_resume(resume, state, spec);
     std::cerr << spec.label << ": resumed from " << resume << " at step " << state.step << "\n";
   }
   r.first_step = state.step + 1;

@@ -73,4 +73,12 @@ struct TrainSpec {
 TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
                      const std::string& resume = "", const std::string& save = "");
 
+// The checks train_lm makes of its `resume` and `save` arguments, made before any training: a trainer
+// calls it for its last config (the one --resume and --save apply to) before it trains the first, so that a
+// corrupt checkpoint, one of another model, one already at --steps, or --save/--resume on a GPU is an
+// ng::Error at once rather than after the other configs have trained for minutes. It loads `resume` into a
+// scratch model of `config`, exactly as train_lm will.
+void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, const TrainSpec& spec,
+                            const std::string& resume, const std::string& save);
+
 }  // namespace ng::examples
