@@ -207,7 +207,7 @@ static int run(int argc, char** argv) {
   fig.title = "Experiment 1: 10 x (Linear 512 + ReLU), batch 100, seed " + std::to_string(opt.seed);
   fig.cols = 2;
   fig.panels = {stds, act_grads, w_grads, bars};
-  std::string png = report.save_figure(fig);
+  std::string png = report.add_figure(fig);
 
   // ---- summary with computed conclusions ----
   double lesson8 = 0.016;
@@ -299,7 +299,7 @@ static int run(int argc, char** argv) {
              : "The un-normalized stack does not show a much stronger decay of the early-layer gradients "
                "here.") +
         "\n";
-  report.save_summary(md);
+  report.write_all(md);
 
   std::printf("\nLesson: no-norm std ~%.3g at layer 8; measured %.3g.\n", lesson8, ours8);
   std::printf("Wrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());

@@ -220,7 +220,7 @@ static int run(int argc, char** argv) {
   fig.cols = 2;
   fig.panel_width = 700;
   fig.panels = {curves, table};
-  std::string png = report.save_figure(fig);
+  std::string png = report.add_figure(fig);
 
   // ---- summary with computed conclusions ----
   std::string md = "# Experiment 2: norm comparison\n\n";
@@ -296,7 +296,7 @@ static int run(int argc, char** argv) {
           std::to_string(results.back().first_step) + " to " + std::to_string(steps) +
           " only. The other configs ran from step 1.\n";
   if (!sample.empty()) md += "\n## Sample (Pre-LN + RMSNorm, temperature 0.8)\n\n```\n" + sample + "\n```\n";
-  report.save_summary(md);
+  report.write_all(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;
 }

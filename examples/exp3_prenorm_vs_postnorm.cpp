@@ -174,7 +174,7 @@ static int run(int argc, char** argv) {
               std::to_string(steps) + " steps, seed " + std::to_string(opt.seed);
   fig.cols = 2;
   fig.panels = {curves(4), curves(8), finals, stab};
-  std::string png = report.save_figure(fig);
+  std::string png = report.add_figure(fig);
 
   // ---- summary ----
   std::vector<std::vector<std::string>> rows;
@@ -234,7 +234,7 @@ static int run(int argc, char** argv) {
           std::to_string(runs.back().result.first_step - 1) + ": its curve and statistics cover steps " +
           std::to_string(runs.back().result.first_step) + " to " + std::to_string(steps) +
           " only. The other runs started at step 1.\n";
-  report.save_summary(md);
+  report.write_all(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;
 }

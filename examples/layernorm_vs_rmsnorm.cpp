@@ -156,7 +156,7 @@ static int run(int argc, char** argv) {
   fig.title = "LayerNorm vs RMSNorm, (1000, 512) f32, seed " + std::to_string(opt.seed);
   fig.cols = 2;
   fig.panels = {stat, params, time, bw};
-  std::string png = report.save_figure(fig);
+  std::string png = report.add_figure(fig);
 
   std::string md = "# LayerNorm vs RMSNorm\n\n";
   md += "x ~ N(2, 5^2), shape (1000, 512), f32, seed " + std::to_string(opt.seed) + " (measured mean " +
@@ -176,7 +176,7 @@ static int run(int argc, char** argv) {
   md += "- RMSNorm forward is " + num(res[0].fwd_ms / res[1].fwd_ms, 3) + "x and forward+backward " +
         num(res[0].fwdbwd_ms / res[1].fwdbwd_ms, 3) +
         "x the speed of LayerNorm here (>1 = RMSNorm faster). Timings on a shared machine are noisy.\n";
-  report.save_summary(md);
+  report.write_all(md);
   std::printf("Wrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;
 }

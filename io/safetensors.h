@@ -18,13 +18,15 @@
 // against the buffer before its memory is allocated.
 //
 // Writing is atomic: the bytes go to a temporary file in the same folder, which is fsync'ed and then
-// renamed over the target (and the folder fsync'ed), so a crash or error mid-save leaves any old file intact.
+// renamed over the target (and the folder fsync'ed), so a crash or error mid-save leaves any old file intact
+// (io/atomic_file.h).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 
+#include "io/atomic_file.h"  // atomic_write_file: how save_safetensors writes
 #include "nn/module.h"
 
 namespace ng::io {
@@ -46,14 +48,5 @@ SafetensorsData load_safetensors(const std::string& path);
 std::string safetensors_serialize(const nn::NamedTensors& tensors,
                                   const std::map<std::string, std::string>& metadata = {});
 SafetensorsData safetensors_parse(const std::string& bytes, const std::string& what);
-
-// Write `bytes` to `path` atomically (temp file in the same folder, fsync, rename, fsync the folder).
-void atomic_write_file(const std::string& path, const std::string& bytes);
-
-namespace testing {
-// Fault injection for tests: the next atomic_write_file fails with an ng::Error after writing this many
-// bytes of the temporary file (negative: off). It resets itself after firing.
-void fail_next_write_after(int64_t bytes);
-}  // namespace testing
 
 }  // namespace ng::io

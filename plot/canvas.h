@@ -52,7 +52,10 @@ struct Image {
   }
 };
 
-// Write an Image as PNG. Throws ng::Error naming the path when it cannot be written.
+// An Image as the bytes of a PNG file.
+std::string encode_png(const Image& image);
+// Write an Image as PNG, atomically (io/atomic_file.h: a failed write leaves any old file as it was).
+// Throws ng::Error naming the path when it cannot be written.
 void write_png(const std::string& path, const Image& image);
 
 struct Rect {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "io/atomic_file.h"
 #include "plot/canvas.h"
 #include "tensor/error.h"
 
@@ -21,7 +22,7 @@
 
 namespace ng::plot {
 
-void write_png(const std::string& path, const Image& image) {
+std::string encode_png(const Image& image) {
   NG_CHECK(image.width > 0 && image.height > 0 &&
                image.rgb.size() == size_t(image.width) * size_t(image.height) * 3,
            "plot::write_png", "image of ", image.width, " x ", image.height, " needs ",
@@ -29,9 +30,23 @@ void write_png(const std::string& path, const Image& image) {
            image.rgb.size());
   // Highest zlib effort: charts are flat colours and compress well, which keeps the README images small.
   stbi_write_png_compression_level = 9;
-  int ok = stbi_write_png(path.c_str(), image.width, image.height, 3, image.rgb.data(), image.width * 3);
-  NG_CHECK(ok != 0, "plot::write_png", "cannot write '", path,
-           "' (does its folder exist and is it writable?)");
+  std::string bytes;
+  auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
+  };
+  const int ok =
+      stbi_write_png_to_func(append, &bytes, image.width, image.height, 3, image.rgb.data(), image.width * 3);
+  NG_CHECK(ok != 0, "plot::write_png", "stb_image_write could not encode the image");
+  return bytes;
+}
+
+void write_png(const std::string& path, const Image& image) {
+  const std::string bytes = encode_png(image);
+  try {
+    io::atomic_write_file(path, bytes);  // a failed write leaves any old file as it was
+  } catch (const Error& e) {
+    fail("plot::write_png", "cannot write '", path, "' (", e.what(), ")");
+  }
 }
 
 }  // namespace ng::plot

@@ -1,14 +1,13 @@
 // .npy save and load. See npy.h for the format.
 #include "tensor/npy.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+
+#include "io/atomic_file.h"
 
 namespace ng {
 
@@ -189,27 +188,10 @@ void save_npy(const std::string& path, const Tensor& t) {
   Tensor c = t.contiguous();
   const size_t bytes = size_t(c.numel()) * dtype_size(c.dtype());
 
-  // Atomic write: a unique temporary file in the same folder (same file system), then rename.
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    NG_CHECK(f.good(), "save_npy", path, ": cannot open ", tmp, " for writing: ", std::strerror(errno));
-    f.write(pre.data(), std::streamsize(pre.size()));
-    f.write(header.data(), std::streamsize(header.size()));
-    if (bytes) f.write(static_cast<const char*>(c.raw_data()), std::streamsize(bytes));
-    f.flush();
-    if (!f.good()) {
-      f.close();
-      std::remove(tmp.c_str());
-      fail("save_npy", path, ": write failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    fail("save_npy", path, ": cannot rename ", tmp, " to it: ", why);
-  }
+  std::string file = pre + header;
+  if (bytes) file.append(static_cast<const char*>(c.raw_data()), bytes);
+  // Atomic: a temporary file in the same folder, fsync, then rename (io/atomic_file.h).
+  io::atomic_write_file(path, file, "save_npy");
 }
 
 // ---- load -----------------------------------------------------------------------------------------

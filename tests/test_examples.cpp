@@ -121,6 +121,52 @@ TEST(ExamplesMarkdown, TableAndCommandLine) {
   EXPECT_EQ(command_line(6, argv), "exp2 --task copy --out 'my results' 'it'\\''s'");
 }
 
+// A Report writes nothing until write_all, then all four files: a run that stops before the end leaves
+// the previous run's files in --out exactly as they were (their command line included).
+TEST(ExamplesReport, WritesNothingUntilWriteAllThenAllFourFiles) {
+  fs::path dir = temp_dir("report");
+  CommonOptions o;
+  o.out = dir.string();
+  char a0[] = "exp", a1[] = "--seed", a2[] = "1";
+  char* argv1[] = {a0, a1, a2};
+  ng::plot::Figure fig;
+  ng::plot::LineChart line;
+  line.title = "loss";
+  line.series.push_back({.label = "a", .y = {3.0, 2.0}});
+  fig.panels = {line};
+  {
+    Report first(o, "r", 3, argv1);
+    first.add_figure(fig);
+    first.write_all("first summary");
+  }
+  const std::vector<std::string> exts = {"png", "csv", "md", "cmd.txt"};
+  std::vector<std::string> before;
+  for (const std::string& e : exts) before.push_back(slurp(dir / ("r." + e)));
+  EXPECT_EQ(before[3], "exp --seed 1\n");
+  EXPECT_EQ(before[2].rfind("first summary\n---\nRun: ", 0), 0u) << before[2];
+
+  char b2[] = "2";
+  char* argv2[] = {a0, a1, b2};
+  fig.panels[0] = ng::plot::LineChart{.title = "loss", .series = {{.label = "b", .y = {5.0, 1.0}}}};
+  {
+    Report second(o, "r", 3, argv2);  // a run that fails after its figure: write_all never comes
+    second.add_figure(fig);
+  }
+  for (size_t i = 0; i < exts.size(); ++i) EXPECT_EQ(slurp(dir / ("r." + exts[i])), before[i]) << exts[i];
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) ++files, (void)entry;
+  EXPECT_EQ(files, exts.size());  // nothing else: no temporary file
+
+  Report third(o, "r", 3, argv2);
+  EXPECT_EQ(third.add_figure(fig), (dir / "r.png").string());
+  third.write_all("third summary");
+  EXPECT_EQ(slurp(dir / "r.cmd.txt"), "exp --seed 2\n");
+  EXPECT_NE(slurp(dir / "r.csv").find("loss,line,b,"), std::string::npos);
+  EXPECT_NE(slurp(dir / "r.png"), before[0]);
+  EXPECT_EQ(slurp(dir / "r.md").rfind("third summary\n---\nRun: ", 0), 0u);
+  fs::remove_all(dir);
+}
+
 TEST(ExamplesStats, LastNMeanAndStdSkipNonFinite) {
   std::vector<double> v = {100, 1, 2, 3, NAN};
   EXPECT_DOUBLE_EQ(mean_last(v, 4), 2.0);  // the NaN is skipped, 100 is outside the window

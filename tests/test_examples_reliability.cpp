@@ -267,10 +267,19 @@ TEST(TrainerResume, Exp3AcrossProcessesIsBitwise) {
 
 // A checkpoint that cannot be resumed, or a --save path that cannot be written, is an error before the
 // first run trains, not after three runs have trained (the checks of examples/common/lm_task.h,
-// check_checkpoint_flags): status 1, the reason named, no run's "final" line, no CSV.
+// check_checkpoint_flags): status 1, the reason named, no run's "final" line. And the run that fails leaves
+// the files of the run before it in --out as they were, its command line included (examples/common/report.h:
+// nothing is written until the end).
 TEST(TrainerResume, Exp3CheckpointFlagsFailBeforeAnyTraining) {
   const fs::path dir = temp_dir("ckflags3");
   const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --threads 1 --steps 2";
+  const fs::path out = dir / "out";
+  RunResult ok = run(exe + " --out " + out.string(), dir);
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  const std::vector<std::string> exts = {"png", "csv", "md", "cmd.txt"};
+  std::vector<std::string> before;
+  for (const std::string& e : exts) before.push_back(slurp(out / ("prenorm_vs_postnorm." + e)));
+
   const fs::path corrupt = dir / "corrupt.safetensors";
   write_file(corrupt, std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":") + std::string(40, 'x'));
   struct Case {
@@ -283,13 +292,15 @@ TEST(TrainerResume, Exp3CheckpointFlagsFailBeforeAnyTraining) {
       {" --save " + dir.string(), "error: --save: expected a file path, got the folder " + dir.string()},
   };
   for (const Case& c : cases) {
-    const fs::path out = dir / "out";
     RunResult r = run(exe + c.flags + " --out " + out.string(), dir);
     EXPECT_EQ(r.status, 1) << c.flags << "\n" << r.err;
     EXPECT_TRUE(contains(r.err, c.error)) << c.flags << "\n" << r.err;
     EXPECT_FALSE(contains(r.out, "final")) << c.flags << "\n" << r.out;
-    EXPECT_FALSE(fs::exists(out / "prenorm_vs_postnorm.csv")) << c.flags;
-    fs::remove_all(out);
+    for (size_t i = 0; i < exts.size(); ++i)
+      EXPECT_EQ(slurp(out / ("prenorm_vs_postnorm." + exts[i])), before[i]) << c.flags << ": " << exts[i];
+    size_t files = 0;
+    for (const auto& entry : fs::directory_iterator(out)) ++files, (void)entry;
+    EXPECT_EQ(files, exts.size()) << c.flags;
   }
   fs::remove_all(dir);
 }

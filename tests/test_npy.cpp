@@ -145,11 +145,11 @@ TEST_F(Npy, SaveErrors) {
   expect_error([&] { save_npy(file("b.npy"), zeros({2}, DType::bf16)); },
                {"save_npy: ", "b.npy", "bf16 is not a NumPy dtype", ".to(DType::f32)"});
   expect_error([&] { save_npy(file("no_such_dir/x.npy"), zeros({2})); },
-               {"save_npy: ", "no_such_dir/x.npy", "cannot open"});
+               {"save_npy: ", "no_such_dir/x.npy", "cannot create"});
   // The target is a non-empty folder: the temporary file is written, the rename fails, and the temporary
   // file is removed again.
   fs::create_directories(dir / "taken" / "inside");
-  expect_error([&] { save_npy(file("taken"), zeros({2})); }, {"save_npy: ", "taken", "cannot rename"});
+  expect_error([&] { save_npy(file("taken"), zeros({2})); }, {"save_npy: ", "taken", "renaming", "failed"});
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 0);

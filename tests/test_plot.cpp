@@ -6,10 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <unistd.h>
 
+#include "io/atomic_file.h"
 #include "plot/plot.h"
 #include "tensor/error.h"
 
@@ -276,6 +279,36 @@ TEST(PlotFigure, PngIsWrittenAndDecodes) {
   EXPECT_EQ(0, std::memcmp(data, img.rgb.data(), img.rgb.size()));
   stbi_image_free(data);
   fs::remove_all(path.parent_path());
+}
+
+// write_png goes through io::atomic_write_file: a write that fails part-way leaves the old PNG as it was
+// and no temporary file beside it.
+TEST(PlotPng, FailedWriteLeavesTheOldFileIntact) {
+  const fs::path dir = temp_dir() / "atomic_png";
+  fs::create_directories(dir);
+  const std::string path = (dir / "a.png").string();
+  Image red{2, 2, std::vector<uint8_t>(12, 0)}, blue{2, 2, std::vector<uint8_t>(12, 0)};
+  for (int i = 0; i < 4; ++i) red.rgb[size_t(i) * 3] = 255, blue.rgb[size_t(i) * 3 + 2] = 255;
+  write_png(path, red);
+  ng::io::testing::fail_next_write_after(10);
+  expect_error([&] { write_png(path, blue); }, "injected fault after 10 bytes");
+  int w = 0, h = 0, ch = 0;
+  unsigned char* data = stbi_load(path.c_str(), &w, &h, &ch, 3);
+  ASSERT_NE(data, nullptr);
+  EXPECT_EQ(0, std::memcmp(data, red.rgb.data(), red.rgb.size()));  // still the old picture
+  stbi_image_free(data);
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) ++files, (void)entry;
+  EXPECT_EQ(files, 1);  // no temporary file left behind
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, encode_png(red));  // byte for byte what the first write_png wrote
+  write_png(path, blue);
+  data = stbi_load(path.c_str(), &w, &h, &ch, 3);
+  ASSERT_NE(data, nullptr);
+  EXPECT_EQ(0, std::memcmp(data, blue.rgb.data(), blue.rgb.size()));
+  stbi_image_free(data);
+  fs::remove_all(dir);
 }
 
 TEST(PlotErrors, BadInputIsRefusedWithAClearMessage) {

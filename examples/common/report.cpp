@@ -6,9 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <variant>
 
+#include "io/atomic_file.h"
+#include "plot/canvas.h"
 #include "tensor/error.h"
 #include "tensor/parallel.h"
 
@@ -104,11 +105,11 @@ std::string md_table(const std::vector<std::string>& header,
 }
 
 void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  NG_CHECK(bool(f), "write_text", "cannot open '", path, "' for writing");
-  f << text;
-  f.close();
-  NG_CHECK(bool(f), "write_text", "failed writing '", path, "'");
+  try {
+    io::atomic_write_file(path, text);
+  } catch (const Error& e) {
+    fail("write_text", "cannot write '", path, "' (", e.what(), ")");
+  }
 }
 
 std::string command_line(int argc, char** argv) {
@@ -137,17 +138,16 @@ Report::Report(const CommonOptions& o, std::string name, int argc, char** argv)
       threads_(num_threads()),
       start_(std::chrono::steady_clock::now()) {
   std::filesystem::create_directories(out_);
-  write_text(path("cmd.txt"), command_ + "\n");
 }
 
 std::string Report::path(const std::string& ext) const {
   return (std::filesystem::path(out_) / (name_ + "." + ext)).string();
 }
 
-std::string Report::save_figure(const plot::Figure& figure) const {
-  std::string png = path("png");
-  plot::save_png(figure, png);
-  write_text(path("csv"), figure_csv(figure).str());
+std::string Report::add_figure(const plot::Figure& figure) {
+  const std::string png = path("png");
+  pending_.emplace_back(png, plot::encode_png(plot::render(figure)));
+  pending_.emplace_back(path("csv"), figure_csv(figure).str());
   return png;
 }
 
@@ -157,13 +157,17 @@ double peak_rss_mib() {
   return double(ru.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-void Report::save_summary(const std::string& markdown) const {
+void Report::write_all(const std::string& summary_markdown) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   char cost[160];
   std::snprintf(cost, sizeof(cost),
                 "Run: %d thread%s, %.1f s wall, peak RSS %.0f MiB (measured by the run itself).", threads_,
                 threads_ == 1 ? "" : "s", seconds, peak_rss_mib());
-  write_text(path("md"), markdown + "\n---\n" + cost + "\n\nCommand: `" + command_ + "`\n");
+  pending_.emplace_back(path("cmd.txt"), command_ + "\n");
+  pending_.emplace_back(path("md"),
+                        summary_markdown + "\n---\n" + cost + "\n\nCommand: `" + command_ + "`\n");
+  for (const auto& [file, bytes] : pending_) write_text(file, bytes);
+  pending_.clear();
 }
 
 namespace {

@@ -6,6 +6,9 @@
 //   <name>.md       the Markdown summary: the measured tables and the conclusions, computed from the run
 //   <name>.cmd.txt  the exact command line that made them
 //
+// The four are written together when the run has finished (Report::write_all), each atomically
+// (io/atomic_file.h): a run that fails, or is stopped, part-way leaves the previous run's files in --out as
+// they were, so the folder never holds a PNG of one run beside the command line of another.
 // The CSV is derived from the plot::Figure itself, so nothing plotted can be missing from it.
 #pragma once
 
@@ -36,27 +39,30 @@ std::string md_table(const std::vector<std::string>& header,
                      const std::vector<std::vector<std::string>>& rows);
 
 // ---- files ----
-// Writes text to a file (throws ng::Error naming the path on failure).
+// Writes text to a file atomically (throws ng::Error naming the path on failure; any old file stays as it
+// was).
 void write_text(const std::string& path, const std::string& text);
 // argv as one shell line, each argument quoted when it needs to be.
 std::string command_line(int argc, char** argv);
 
 class Report {
  public:
-  // Records the command line at once (<out>/<name>.cmd.txt).
+  // Writes nothing yet (see write_all); the clock of the run's cost starts here.
   Report(const CommonOptions& options, std::string name, int argc, char** argv);
   std::string path(const std::string& extension) const;  // <out>/<name>.<extension>
-  // PNG + CSV of the figure. Returns the PNG's path.
-  std::string save_figure(const plot::Figure& figure) const;
-  // The summary. Appended at its end: the run's cost (wall time since this Report was made, the process's
-  // peak resident memory from getrusage, the thread count), then the command line.
-  void save_summary(const std::string& markdown) const;
+  // Renders the figure to its PNG and CSV, kept until write_all. Returns the PNG's path.
+  std::string add_figure(const plot::Figure& figure);
+  // Writes the run's files: the figure's PNG and CSV, the command line, and the summary, with the run's
+  // cost (wall time since this Report was made, the process's peak resident memory from getrusage, the
+  // thread count) and the command line appended at its end.
+  void write_all(const std::string& summary_markdown);
   const std::string& command() const { return command_; }
 
  private:
   std::string out_, name_, command_;
   int threads_ = 0;
   std::chrono::steady_clock::time_point start_;
+  std::vector<std::pair<std::string, std::string>> pending_;  // (path, bytes) for write_all
 };
 
 // Peak resident set size of this process so far, in MiB (getrusage's ru_maxrss).
