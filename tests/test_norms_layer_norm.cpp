@@ -677,3 +677,96 @@ TEST(Norms, MixedFloatDtypesAreAnErrorExceptHalfXWithF32Params) {
     }
   }
 }
+
+TEST(Norms, InputsWithNoValuesGiveEmptyOutputsAndZeroParameterGradients) {
+  // PyTorch's behaviour: a batch of no rows (or rows of no values) normalizes to an empty output, the input's
+  // gradient is empty, and each parameter's gradient is zeros of its shape (no row contributed). Until
+  // 2026-11-28 layer_norm and rms_norm said "expected a contiguous x" for rows of no values (a (4, 0) tensor
+  // counted as strided), and their weight gradients failed to reshape for a batch of no rows.
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const DType pt = dt == DType::bf16 ? DType::f32 : dt;  // the parameters' dtype
+    struct Case {
+      const char* name;
+      Shape x, param;
+      std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> fn;
+      bool has_bias;
+    };
+    const std::vector<Case> cases = {
+        {"layer_norm, no rows",
+         {0, 5},
+         {5},
+         [](auto& x, auto& w, auto& b) { return F::layer_norm(x, {5}, w, b); },
+         true},
+        {"layer_norm (3, 2) trailing, no rows",
+         {0, 3, 2},
+         {3, 2},
+         [](auto& x, auto& w, auto& b) {
+           return F::layer_norm(x, {3, 2}, w, b);
+         },
+         true},
+        {"layer_norm, bias only, no rows",
+         {2, 0, 4},
+         {4},
+         [](auto& x, auto&, auto& b) { return F::layer_norm(x, {4}, Tensor(), b); },
+         true},
+        {"layer_norm, rows of no values",
+         {4, 0},
+         {0},
+         [](auto& x, auto& w, auto& b) { return F::layer_norm(x, {0}, w, b); },
+         true},
+        {"rms_norm, no rows", {0, 5}, {5}, [](auto& x, auto& w, auto&) { return F::rms_norm(x, w); }, false},
+        {"rms_norm, rows of no values",
+         {3, 0},
+         {0},
+         [](auto& x, auto& w, auto&) { return F::rms_norm(x, w); },
+         false},
+        {"add_rms_norm, no rows",
+         {0, 5},
+         {5},
+         [](auto& x, auto& w, auto&) { return F::add_rms_norm(x, x, 1.0, w); },
+         false},
+        {"add_layer_norm, no rows",
+         {0, 5},
+         {5},
+         [](auto& x, auto& w, auto& b) { return F::add_layer_norm(x, x, 1.0, {5}, w, b); },
+         true},
+        {"group_norm, no samples",
+         {0, 6, 3},
+         {6},
+         [](auto& x, auto& w, auto& b) { return F::group_norm(x, 3, w, b); },
+         true},
+        {"group_norm, no positions",
+         {2, 6, 0},
+         {6},
+         [](auto& x, auto& w, auto& b) { return F::group_norm(x, 3, w, b); },
+         true},
+        {"batch_norm eval, no samples",
+         {0, 6},
+         {6},
+         [pt](auto& x, auto& w, auto& b) {
+           return F::batch_norm(x, zeros({6}, pt), ones({6}, pt), w, b, /*training=*/false);
+         },
+         true},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      Tensor x = randn(c.x).to(dt).requires_grad_();
+      Tensor w = ones(c.param, pt).requires_grad_(), b = zeros(c.param, pt).requires_grad_();
+      Tensor y = c.fn(x, w, b);
+      EXPECT_EQ(y.shape(), c.x);
+      EXPECT_EQ(y.dtype(), dt);
+      sum(y).backward();
+      ASSERT_TRUE(x.grad().defined());
+      EXPECT_EQ(x.grad().shape(), c.x);
+      const bool bias_only = std::string(c.name).find("bias only") != std::string::npos;
+      for (const Tensor* p : {&w, &b}) {
+        if ((p == &b && !c.has_bias) || (p == &w && bias_only)) continue;
+        ASSERT_TRUE(p->grad().defined());
+        EXPECT_EQ(p->grad().shape(), c.param);
+        EXPECT_EQ(p->grad().dtype(), pt);
+        for (double v : p->grad().to_vector<double>()) EXPECT_EQ(v, 0.0);
+      }
+    }
+  }
+}

@@ -31,6 +31,10 @@ TEST(Factory, Values) {
   EXPECT_EQ(ones_like(zeros({2})).to_vector<double>(), (std::vector<double>{1, 1}));
   EXPECT_EQ(empty_like(zeros({4, 1})).shape(), (Shape{4, 1}));
   EXPECT_TRUE(zeros({2, 3}).is_contiguous());
+  // A tensor of no values is contiguous whatever its strides ((4, 0) gets the strides (1, 1)), as in PyTorch
+  EXPECT_TRUE(zeros({4, 0}).is_contiguous());
+  EXPECT_TRUE(zeros({0, 3, 0}).is_contiguous());
+  EXPECT_TRUE(zeros({4, 0}).t().is_contiguous());
   EXPECT_EQ(zeros({2, 3}).device().str(), "cpu");
   EXPECT_NE(tensor({1.0, 2.0}).str().find("Tensor(shape=(2), dtype=f32, values=[1, 2])"), std::string::npos);
 }

@@ -85,6 +85,9 @@ Tensor contiguous_as(const Tensor& t, DType dt) {
 
 Tensor grad_like(const Tensor& g, DType dt, const Shape& shape) {
   if (!g.defined()) return g;
+  // An input of no rows tells the backward nothing of the normalized size (layer_norm_backward sizes its
+  // flat gradients x.numel() / rows): its gradients are empty, and the parameter's are zeros.
+  if (g.numel() == 0) return zeros(shape, dt);
   return g.reshape(shape).to(dt);
 }
 
