@@ -12,9 +12,18 @@ int64_t sample_from_logits(const std::vector<double>& logits, double temperature
                            Generator& gen) {
   const int64_t V = int64_t(logits.size());
   NG_CHECK(V > 0, "generate", "empty logits");
-  NG_CHECK(temperature >= 0, "generate", "expected temperature >= 0, got ", temperature);
+  NG_CHECK(temperature >= 0 && std::isfinite(temperature), "generate",
+           "expected a finite temperature >= 0, got ", temperature);
   NG_CHECK(top_k >= 0, "generate", "expected top_k >= 0, got ", top_k);
-  for (double l : logits) NG_CHECK(!std::isnan(l), "generate", "the model produced a NaN logit");
+  // -inf is a token ruled out (a mask); NaN and +inf are an overflow, and a row of -inf leaves nothing to
+  // draw. Each would make the p below NaN (inf - inf), and the draw would fall through to the last candidate.
+  bool any_finite = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    NG_CHECK(!std::isnan(logits[i]), "generate", "the model produced a NaN logit (token ", i, ")");
+    NG_CHECK(logits[i] != INFINITY, "generate", "the model produced a +inf logit (token ", i, ")");
+    any_finite = any_finite || std::isfinite(logits[i]);
+  }
+  NG_CHECK(any_finite, "generate", "every logit is -inf: no token can be drawn");
 
   // Candidates sorted by logit, largest first; equal logits keep id order (stable sort).
   std::vector<int64_t> order(static_cast<size_t>(V));

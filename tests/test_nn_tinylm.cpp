@@ -218,6 +218,30 @@ TEST(Sampling, FromLogitsFollowsTheDistribution) {
   // top_k = 2 never picks the third-best; temperature 0 is the argmax (ties: lowest id).
   for (int i = 0; i < 200; ++i) EXPECT_NE(nn::sample_from_logits({1.0, 0.0, 1.0}, 10.0, 2, g), 1);
   EXPECT_EQ(nn::sample_from_logits({1.0, 3.0, 3.0}, 0.0, 0, g), 1);
+  // -inf rules a token out; the others are drawn as before.
+  for (int i = 0; i < 200; ++i)
+    EXPECT_NE(nn::sample_from_logits({-INFINITY, 0.0, 1.0, -INFINITY}, 1.0, 0, g) % 3, 0);
+  // What cannot be sampled is an error, not the last candidate (which inf - inf = NaN used to give).
+  expect_error(
+      [&] {
+        nn::sample_from_logits({0.0, NAN}, 1.0, 0, g);
+      },
+      {"generate: the model produced a NaN logit (token 1)"});
+  expect_error(
+      [&] {
+        nn::sample_from_logits({0.0, INFINITY, 1.0}, 1.0, 0, g);
+      },
+      {"generate: the model produced a +inf logit (token 1)"});
+  expect_error(
+      [&] {
+        nn::sample_from_logits({-INFINITY, -INFINITY}, 1.0, 0, g);
+      },
+      {"generate: every logit is -inf: no token can be drawn"});
+  expect_error(
+      [&] {
+        nn::sample_from_logits({0.0, -INFINITY}, INFINITY, 0, g);
+      },
+      {"generate: expected a finite temperature >= 0, got inf"});
 }
 
 TEST(TinyLM, LessonOriginalUnmaskedAttentionSeesTheTarget) {
