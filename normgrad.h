@@ -51,7 +51,7 @@
 #include "optim/schedule.h"
 #include "optim/sgd.h"
 
-#include "io/atomic_file.h"
+#include "io/whole_file.h"
 #include "io/safetensors.h"
 #include "nn/cast.h"
 #include "nn/checkpoint.h"

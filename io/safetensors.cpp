@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -219,16 +218,7 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
 }
 
 SafetensorsData load_safetensors(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  NG_CHECK(f.good(), "load_safetensors", path, ": cannot open the file");
-  f.seekg(0, std::ios::end);
-  const std::streamoff size = f.tellg();
-  NG_CHECK(size >= 0, "load_safetensors", path, ": cannot read the file size");
-  f.seekg(0, std::ios::beg);
-  std::string bytes(size_t(size), '\0');  // exactly the file's size, no more
-  f.read(bytes.data(), size);
-  NG_CHECK(f.gcount() == size, "load_safetensors", path, ": read ", f.gcount(), " of ", size, " bytes");
-  return safetensors_parse(bytes, path);
+  return safetensors_parse(read_whole_file(path, "load_safetensors"), path);
 }
 
 }  // namespace ng::io

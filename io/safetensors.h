@@ -19,14 +19,14 @@
 //
 // Writing is atomic: the bytes go to a temporary file in the same folder, which is fsync'ed and then
 // renamed over the target (and the folder fsync'ed), so a crash or error mid-save leaves any old file intact
-// (io/atomic_file.h).
+// (io/whole_file.h).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 
-#include "io/atomic_file.h"  // atomic_write_file: how save_safetensors writes
+#include "io/whole_file.h"  // atomic_write_file: how save_safetensors writes
 #include "nn/module.h"
 
 namespace ng::io {

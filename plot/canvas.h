@@ -54,7 +54,7 @@ struct Image {
 
 // An Image as the bytes of a PNG file.
 std::string encode_png(const Image& image);
-// Write an Image as PNG, atomically (io/atomic_file.h: a failed write leaves any old file as it was).
+// Write an Image as PNG, atomically (io/whole_file.h: a failed write leaves any old file as it was).
 // Throws ng::Error naming the path when it cannot be written.
 void write_png(const std::string& path, const Image& image);
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "io/atomic_file.h"
+#include "io/whole_file.h"
 #include "plot/canvas.h"
 #include "tensor/error.h"
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <limits>
 
-#include "io/atomic_file.h"
+#include "io/whole_file.h"
 
 namespace ng {
 
@@ -190,16 +190,15 @@ void save_npy(const std::string& path, const Tensor& t) {
 
   std::string file = pre + header;
   if (bytes) file.append(static_cast<const char*>(c.raw_data()), bytes);
-  // Atomic: a temporary file in the same folder, fsync, then rename (io/atomic_file.h).
+  // Atomic: a temporary file in the same folder, fsync, then rename (io/whole_file.h).
   io::atomic_write_file(path, file, "save_npy");
 }
 
 // ---- load -----------------------------------------------------------------------------------------
 Tensor load_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  const int64_t file_size = io::regular_file_size(path, "load_npy");
+  std::ifstream f(path, std::ios::binary);
   NG_CHECK(f.good(), "load_npy", path, ": cannot open the file: ", std::strerror(errno));
-  const int64_t file_size = int64_t(f.tellg());
-  f.seekg(0);
 
   // 1. Magic, version, header length.
   unsigned char pre[12] = {};

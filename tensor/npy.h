@@ -23,7 +23,7 @@
 
 namespace ng {
 
-// Write t (any strides) as a C-order .npy file. Atomic (io/atomic_file.h): writes a temporary file in the
+// Write t (any strides) as a C-order .npy file. Atomic (io/whole_file.h): writes a temporary file in the
 // same folder, fsyncs it, then renames it over `path`, so a crash never leaves a half-written file under the
 // final name.
 void save_npy(const std::string& path, const Tensor& t);

@@ -163,9 +163,20 @@ TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
     io::load_safetensors("/nonexistent/dir/file.safetensors");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/file.safetensors: cannot open"),
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/file.safetensors: no such file"),
               std::string::npos);
   }
+  // A folder or a device opens as a stream too; a folder's size reads as 2^63 - 1, which the loader once
+  // tried to allocate (std::bad_alloc, not an ng::Error). Now both are refused by name.
+  expect_error([] { io::load_safetensors(fs::temp_directory_path().string()); },
+               {"load_safetensors: ", "not a regular file (a folder)"});
+  expect_error([] { io::load_safetensors("/dev/null"); },
+               {"load_safetensors: /dev/null: not a regular file (a device, pipe or socket)"});
+  expect_error([] { nn::read_checkpoint_config(fs::temp_directory_path().string()); },
+               {"not a regular file (a folder)"});
+  // Saving over a folder is refused before any temporary file is made (beside it, in its parent).
+  expect_error([] { io::save_safetensors(fs::temp_directory_path().string(), {{"w", ones({2})}}); },
+               {"save: cannot write '", "': it is a folder"});
 }
 
 TEST(Safetensors, WriterRejectsBadNames) {

@@ -160,7 +160,13 @@ TEST_F(Npy, BadFiles) {
   // The good file loads; every variant below is an ng::Error naming the file and the problem.
   EXPECT_EQ(load_npy(npy("good.npy", ok_header, 24)).shape(), (Shape{2, 3}));
 
-  expect_error([&] { load_npy(file("missing.npy")); }, {"load_npy: ", "missing.npy", "cannot open"});
+  expect_error([&] { load_npy(file("missing.npy")); }, {"load_npy: ", "missing.npy", "no such file"});
+  // A folder opens as a stream whose size reads as 2^63 - 1: refused by name, before any read.
+  fs::create_directories(dir / "folder.npy");
+  expect_error([&] { load_npy(file("folder.npy")); },
+               {"load_npy: ", "folder.npy", "not a regular file (a folder)"});
+  expect_error([&] { load_npy("/dev/null"); },
+               {"load_npy: /dev/null: not a regular file (a device, pipe or socket)"});
   expect_error([&] { load_npy(raw("short.npy", "\x93NUM")); }, {"short.npy", "file too short (4 bytes)"});
   expect_error([&] { load_npy(raw("magic.npy", "PK\x03\x04 this is a zip file, not npy")); },
                {"magic.npy", "bad magic string"});

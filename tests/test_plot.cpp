@@ -12,7 +12,7 @@
 
 #include <unistd.h>
 
-#include "io/atomic_file.h"
+#include "io/whole_file.h"
 #include "plot/plot.h"
 #include "tensor/error.h"
 

@@ -7,21 +7,16 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "examples/common/progress.h"
+#include "io/whole_file.h"
 #include "examples/common/report.h"
 
 namespace ng::examples {
 
 LMTask LMTask::shakespeare(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  NG_CHECK(bool(in), "LMTask::shakespeare", "cannot read ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  const std::string text = io::read_whole_file(path, "LMTask::shakespeare");
   NG_CHECK(text.size() > 1000, "LMTask::shakespeare", path, " is too short (", text.size(), " bytes)");
   LMTask t;
   t.name = "shakespeare";

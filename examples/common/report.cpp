@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <variant>
 
-#include "io/atomic_file.h"
+#include "io/whole_file.h"
 #include "plot/canvas.h"
 #include "tensor/error.h"
 #include "tensor/parallel.h"

@@ -7,7 +7,7 @@
 //   <name>.cmd.txt  the exact command line that made them
 //
 // The four are written together when the run has finished (Report::write_all), each atomically
-// (io/atomic_file.h): a run that fails, or is stopped, part-way leaves the previous run's files in --out as
+// (io/whole_file.h): a run that fails, or is stopped, part-way leaves the previous run's files in --out as
 // they were, so the folder never holds a PNG of one run beside the command line of another.
 // The CSV is derived from the plot::Figure itself, so nothing plotted can be missing from it.
 #pragma once

@@ -1,4 +1,4 @@
-#include "io/atomic_file.h"
+#include "io/whole_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "tensor/error.h"
 
@@ -16,6 +18,28 @@ namespace {
 int64_t g_fail_after = -1;  // testing::fail_next_write_after
 }  // namespace
 
+int64_t regular_file_size(const std::string& path, const char* op) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  NG_CHECK(fs::exists(st), op, path, ": no such file");
+  NG_CHECK(fs::is_regular_file(st), op, path, ": not a regular file (",
+           fs::is_directory(st) ? "a folder" : "a device, pipe or socket", ")");
+  const auto size = fs::file_size(path, ec);
+  NG_CHECK(!ec, op, path, ": cannot read the file size: ", ec.message());
+  return int64_t(size);
+}
+
+std::string read_whole_file(const std::string& path, const char* op) {
+  const int64_t size = regular_file_size(path, op);
+  std::ifstream f(path, std::ios::binary);
+  NG_CHECK(f.good(), op, path, ": cannot open the file: ", std::strerror(errno));
+  std::string bytes(size_t(size), '\0');  // exactly the file's size, no more
+  f.read(bytes.data(), std::streamsize(size));
+  NG_CHECK(f.gcount() == size, op, path, ": read ", f.gcount(), " of ", size, " bytes");
+  return bytes;
+}
+
 namespace testing {
 void fail_next_write_after(int64_t bytes) {
   g_fail_after = bytes;
@@ -23,6 +47,8 @@ void fail_next_write_after(int64_t bytes) {
 }  // namespace testing
 
 void atomic_write_file(const std::string& path, const std::string& bytes, const char* op) {
+  std::error_code ec;
+  NG_CHECK(!std::filesystem::is_directory(path, ec), op, "cannot write '", path, "': it is a folder");
   // A name no other writer uses: this process's id, and a count for the threads of this process.
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);

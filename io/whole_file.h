@@ -1,4 +1,11 @@
-// Writing a whole file so that readers see either the old file or the new one, never a mix or a stump.
+// Reading and writing whole files: the two ways normgrad touches a file it loads or saves.
+//
+// Reading (read_whole_file): the file must be a regular file. A folder, a device or a pipe opens as a stream
+// too, but its "size" means nothing (a folder's tellg is 2^63 - 1, which a loader would then try to
+// allocate): those are an ng::Error naming the path, as are a missing file and a short read.
+//
+// Writing (atomic_write_file), so that readers see either the old file or the new one, never a mix or a
+// stump:
 //
 //   1. write the bytes to a temporary file in the same folder (same file system: the rename below is atomic)
 //   2. fsync it (the bytes are on disk before the name points at them)
@@ -7,14 +14,21 @@
 //
 // If any step fails the temporary file is removed and an ng::Error names the file and the step; the old
 // file, if there was one, is untouched. Used by everything that saves: safetensors checkpoints
-// (io/safetensors.h), .npy files (tensor/npy.h), PNG plots (plot/png.cpp) and the trainers' CSV and summaries
-// (examples/common/report.h).
+// (io/safetensors.h), .npy files (tensor/npy.h), PNG plots (plot/png.cpp) and the trainers' CSV and
+// summaries (examples/common/report.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace ng::io {
+
+// The bytes of the regular file at `path`. Errors start with `op` ("load_safetensors: ...").
+std::string read_whole_file(const std::string& path, const char* op);
+
+// The checks read_whole_file makes before reading, for loaders that read a file piece by piece (load_npy):
+// `path` names a regular file. Returns its size in bytes.
+int64_t regular_file_size(const std::string& path, const char* op);
 
 // Write `bytes` to `path` atomically (temp file in the same folder, fsync, rename, fsync the folder).
 // `op` begins the error messages ("save_npy: ...").
