@@ -28,13 +28,13 @@ int main(int argc, char** argv) {
   int64_t batch = 0;
   app.add_option("--form", form, "NN, NT, TN or TT (op(A), op(B) transposed or not)")
       ->check(CLI::IsMember({"NN", "NT", "TN", "TT"}));
-  app.add_option("-m", M, "rows of C")->check(CLI::PositiveNumber);
-  app.add_option("-n", N, "columns of C")->check(CLI::PositiveNumber);
-  app.add_option("-k", K, "the summed dimension")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
+  app.add_option("-m", M, "rows of C")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  app.add_option("-n", N, "columns of C")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  app.add_option("-k", K, "the summed dimension")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  app.add_option("--threads", threads, "threads")->check(CLI::Range(1, 1024));
   app.add_option("--batch", batch, "products per call, through gemm_batched (0: one product, through gemm)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--reps", reps, "timed calls (after one untimed)")->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  app.add_option("--reps", reps, "timed calls (after one untimed)")->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
 
   // A, B and C as f32, in all: refuse a shape whose buffers could not be allocated, rather than die in

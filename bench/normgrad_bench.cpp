@@ -28,6 +28,7 @@
 #include "bench/peak_fma-inl.h"
 #include "bench/exp2_step.h"
 #include "bench/round_trip.h"
+#include "examples/common/finite_range.h"
 #include "hwy/highway.h"
 
 #include <sys/resource.h>
@@ -746,20 +747,22 @@ int main(int argc, char** argv) {
   CLI::App app{
       "normgrad_bench: normgrad's kernels against this machine's measured FMA peak and copy bandwidth"};
   std::string filter;
-  app.add_option("--threads", opt.threads, "threads for the main figures (scaling entries also run 1)");
+  app.add_option("--threads", opt.threads, "threads for the main figures (scaling entries also run 1)")
+      ->check(CLI::Range(1, 1024));
   app.add_flag("--json", opt.json, "one JSON object per line on stdout; the table goes to stderr");
   app.add_option("--filter", filter, "comma-separated substrings; run only entries whose name has one");
   app.add_flag("--quick", opt.quick, "fewer shapes and repetitions");
   app.add_option("--min-time", opt.min_time,
-                 "seconds of repetitions per entry (default 0.3, 0.05 with --quick)");
+                 "seconds of repetitions per entry (default 0.3, 0.05 with --quick)")
+      ->check(ng::examples::FiniteRange(0.001, 60.0));
   app.add_option("--norm-mean", opt.norm_mean,
-                 "mean of the norm entries' inputs (default 0: randn; e.g. 4 for rows far from 0)");
+                 "mean of the norm entries' inputs (default 0: randn; e.g. 4 for rows far from 0)")
+      ->check(ng::examples::FiniteRange(-1e6, 1e6));
   CLI11_PARSE(app, argc, argv);
   if (opt.quick && app.count("--min-time") == 0) opt.min_time = 0.05;
   std::stringstream ss(filter);
   for (std::string f; std::getline(ss, f, ',');)
     if (!f.empty()) opt.filters.push_back(f);
-  if (opt.threads < 1) opt.threads = 1;
 
   const auto start = Clock::now();
   g_machine = machine_line();

@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
   CLI::App app{"step_states: the exp2 training step, with the machine state (core round trip) of each step"};
   int steps = 40, threads = 2;
   std::vector<std::string> files;
-  app.add_option("--steps", steps, "steps to time (after 2 untimed ones)")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "steps to time (after 2 untimed ones)")->check(CLI::Range(1, 1000000));
+  app.add_option("--threads", threads, "threads")->check(CLI::Range(1, 1024));
   app.add_option("--summarize", files, "instead of running: the medians per state of these files' lines");
   CLI11_PARSE(app, argc, argv);
 

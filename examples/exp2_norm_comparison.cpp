@@ -39,6 +39,7 @@
 #include <iostream>
 
 #include "examples/common/cli.h"
+#include "examples/common/finite_range.h"
 #include "examples/common/lm_task.h"
 #include "examples/common/report.h"
 #include "normgrad.h"
@@ -76,7 +77,7 @@ static int run(int argc, char** argv) {
   const std::string lr_scale_help =
       "multiply the four learning rates by this (1: the lesson's; 1e9 makes NoNorm diverge at step 2, to "
       "see the NaN handling)";
-  app.add_option("--lr-scale", lr_scale, lr_scale_help)->check(CLI::Range(1e-6, 1e12))->capture_default_str();
+  app.add_option("--lr-scale", lr_scale, lr_scale_help)->check(FiniteRange(1e-6, 1e12))->capture_default_str();
   app.get_option("--save")->description(
       "at the end, checkpoint the last config (Pre-LN + RMSNorm): weights, Adam state, data and dropout "
       "generators, step (safetensors)");

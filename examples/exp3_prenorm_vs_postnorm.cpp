@@ -27,6 +27,7 @@
 #include <iostream>
 
 #include "examples/common/cli.h"
+#include "examples/common/finite_range.h"
 #include "examples/common/lm_task.h"
 #include "examples/common/report.h"
 #include "normgrad.h"
@@ -56,10 +57,10 @@ static int run(int argc, char** argv) {
   app.add_option("--task", task_flag, "shakespeare (default when --data is readable) or copy");
   double pre_lr = 1e-3, post_lr = 1e-4;
   app.add_option("--pre-lr", pre_lr, "Pre-LN learning rate (the lesson's 1e-3)")
-      ->check(CLI::Range(1e-8, 10.0))
+      ->check(FiniteRange(1e-8, 10.0))
       ->capture_default_str();
   app.add_option("--post-lr", post_lr, "Post-LN learning rate (the lesson's 1e-4; 1e-3 tests its failure)")
-      ->check(CLI::Range(1e-8, 10.0))
+      ->check(FiniteRange(1e-8, 10.0))
       ->capture_default_str();
   app.get_option("--save")->description(
       "at the end, checkpoint the last run (Post-LN 8L): weights, Adam state, data and dropout generators, "

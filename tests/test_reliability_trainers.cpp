@@ -39,17 +39,21 @@ std::vector<fs::path> trainers() {
 
 struct Result {
   int status = -1;
-  std::string err;
+  std::string err, out;
 };
 
-Result run(const std::string& args, const fs::path& dir) {
-  const fs::path err_file = dir / "stderr.txt";
-  const std::string cmd = args + " >/dev/null 2>" + err_file.string();
-  const int raw = std::system(cmd.c_str());
-  std::ifstream f(err_file);
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
   std::stringstream ss;
   ss << f.rdbuf();
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, ss.str()};
+  return ss.str();
+}
+
+Result run(const std::string& args, const fs::path& dir) {
+  const fs::path out_file = dir / "stdout.txt", err_file = dir / "stderr.txt";
+  const std::string cmd = args + " >" + out_file.string() + " 2>" + err_file.string();
+  const int raw = std::system(cmd.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(err_file), slurp(out_file)};
 }
 
 fs::path scratch() {
@@ -80,6 +84,37 @@ TEST(Trainers, EveryTrainerRejectsBadValuesWithUsageAndExitStatus2) {
     EXPECT_NE(r.err.find("--data: cannot read"), std::string::npos) << exe << ": " << r.err;
     EXPECT_NE(r.err.find("Usage"), std::string::npos) << exe << ": " << r.err;
   }
+  fs::remove_all(dir);
+}
+
+// Every floating-point flag of every trainer (found in its --help as "--flag FLOAT") refuses NaN and inf
+// as a usage error. CLI::Range alone let NaN through (a comparison with NaN is false), and `--lr-scale nan`
+// then failed in the optimizer, with status 1 (examples/common/finite_range.h).
+TEST(Trainers, EveryFloatFlagRefusesNaNAndInfWithUsage) {
+  const std::vector<fs::path> programs = trainers();
+  if (programs.empty()) GTEST_SKIP() << "no trainers built in " << examples_dir();
+  const fs::path dir = scratch();
+  const std::string out = " --out " + (dir / "o").string();
+  int flags = 0;
+  for (const fs::path& p : programs) {
+    const std::string help = run(p.string() + " --help", dir).out;
+    std::istringstream lines(help);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::string flag, type;
+      words >> flag >> type;
+      if (flag.rfind("--", 0) != 0 || type.rfind("FLOAT", 0) != 0) continue;
+      ++flags;
+      for (const char* bad : {"nan", "inf", "-inf"}) {
+        Result r = run(p.string() + out + " " + flag + " " + bad, dir);
+        EXPECT_EQ(r.status, 2) << p << " " << flag << " " << bad << ": " << r.err;
+        EXPECT_NE(r.err.find(flag + ": Value " + bad + " is not a finite number"), std::string::npos)
+            << p << ": " << r.err;
+        EXPECT_NE(r.err.find("Usage"), std::string::npos) << p << ": " << r.err;
+      }
+    }
+  }
+  EXPECT_GE(flags, 3) << "exp2's --lr-scale and exp3's --pre-lr and --post-lr at least";
   fs::remove_all(dir);
 }
 
