@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "autograd/function.h"
 #include "tensor/device_kernels.h"
 #include "tensor/iter.h"
@@ -167,7 +168,18 @@ Tensor Tensor::contiguous() const {
   return is_contiguous() ? *this : clone();
 }
 
+void check_untracked_in_place(const Tensor& self, const Tensor* other, const char* op) {
+  if (!grad_enabled()) return;
+  const char* fix =
+      "; autograd does not record this in-place op, so the gradient would silently miss it. In a "
+      "differentiable computation use the out-of-place op (add, mul, ...); for an update of values (an "
+      "optimizer step, an initialisation) wrap it in NoGradGuard";
+  NG_CHECK(!self.requires_grad(), op, "the tensor changed in place requires grad", fix);
+  NG_CHECK(other == nullptr || !other->requires_grad(), op, "its operand requires grad", fix);
+}
+
 Tensor& Tensor::fill_(double value) {
+  check_untracked_in_place(*this, nullptr, "fill_");
   if (!device().is_cpu()) {
     device_kernels(*this, "fill_").fill(*this, value);
     bump_version();
@@ -186,6 +198,7 @@ Tensor& Tensor::fill_(double value) {
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  check_untracked_in_place(*this, &src, "copy_");
   // src must broadcast to self's shape (NumPy rules); expand() reports it when it does not.
   Tensor s = src.shape() == shape() ? src : src.detach().expand(shape());
   if (!device().is_cpu()) {

@@ -53,7 +53,10 @@ inline void expect_gradcheck_behind_linear(nn::Module& norm, const Shape& x_shap
   Generator gen(seed);
   nn::Linear lin(x_shape.back(), C, /*bias=*/true, gen, DType::f64);
   nn::cast_(norm, DType::f64);
-  for (Tensor& p : norm.parameters()) p.copy_(randn(p.shape(), gen, DType::f64, 0.5, 1.0));
+  {
+    NoGradGuard no_grad;  // an update of values, not a step of the computation (Tensor::copy_)
+    for (Tensor& p : norm.parameters()) p.copy_(randn(p.shape(), gen, DType::f64, 0.5, 1.0));
+  }
   Tensor x = randn(x_shape, gen, DType::f64).requires_grad_();
   std::vector<Tensor> inputs = {x, lin.weight, lin.bias};
   for (const Tensor& p : norm.parameters()) inputs.push_back(p);

@@ -122,6 +122,7 @@ TEST(Attention, MatchesPlainLoopReference) {
     nn::CausalSelfAttention a(config(16, 4, NKV, causal, rope, qk_norm, bias), g);
     nn::cast_(a, DType::f64);
     if (qk_norm) {  // learned weights, not the ones they start at: the reference must apply them
+      NoGradGuard no_grad;
       a.q_norm->weight.copy_(randn({4}, g, DType::f64, 1.0, 0.5));
       a.k_norm->weight.copy_(randn({4}, g, DType::f64, 1.0, 0.5));
     }

@@ -146,10 +146,10 @@ TEST_F(Npy, SaveErrors) {
                {"save_npy: ", "b.npy", "bf16 is not a NumPy dtype", ".to(DType::f32)"});
   expect_error([&] { save_npy(file("no_such_dir/x.npy"), zeros({2})); },
                {"save_npy: ", "no_such_dir/x.npy", "cannot create"});
-  // The target is a non-empty folder: the temporary file is written, the rename fails, and the temporary
-  // file is removed again.
+  // The target is a folder: refused before any temporary file is made (io/whole_file.h).
   fs::create_directories(dir / "taken" / "inside");
-  expect_error([&] { save_npy(file("taken"), zeros({2})); }, {"save_npy: ", "taken", "renaming", "failed"});
+  expect_error([&] { save_npy(file("taken"), zeros({2})); },
+               {"save_npy: cannot write '", "taken", "it is a folder"});
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 0);

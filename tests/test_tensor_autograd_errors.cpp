@@ -72,7 +72,13 @@ TEST(AutogradErrors, SavedTensorModifiedInPlaceNamesTheOp) {
   Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
   Tensor y = softmax(x);  // saves its output
   Tensor loss = sum(mul(y, tensor({1.0, 3.0}, DType::f64)));
-  mul_(y, 2.0);
+  // With grad mode on, mul_ refuses y outright (it requires grad and the change would not be recorded).
+  expect_error([&] { mul_(y, 2.0); }, {"mul_: the tensor changed in place requires grad", "NoGradGuard"});
+  // Under NoGradGuard it goes through, as an optimizer step does, and the saved-tensor check catches it.
+  {
+    NoGradGuard no_grad;
+    mul_(y, 2.0);
+  }
   expect_error([&] { loss.backward(); },
                {"softmax: a tensor saved for backward was modified in place after it was saved", "version"});
   // masked_fill saves the mask: changing it is caught too.
@@ -131,6 +137,48 @@ TEST(AutogradErrors, OpsSavingTheirOutputDoNotLeakTheGraph) {
   // And the in-place check still works through the detached alias (same storage, same version counter).
   Tensor y = exp(x);
   Tensor loss = sum(y);
-  mul_(y, 2.0);
+  {
+    NoGradGuard no_grad;
+    mul_(y, 2.0);
+  }
   expect_error([&] { loss.backward(); }, {"exp: a tensor saved for backward was modified in place"});
+}
+
+TEST(AutogradErrors, UnrecordedInPlaceOpsRefuseTensorsThatRequireGrad) {
+  // fill_, copy_, add_ and mul_ are not recorded by autograd (they serve optimizers, initialisation and
+  // buffers). Before 2026-11-28 they took any tensor: add_(h, y) with y requiring grad changed h's values
+  // while y's gradient silently missed the change, and copy_ into a parameter went unnoticed. With grad mode
+  // on they now refuse a tensor that requires grad, the way PyTorch refuses an in-place change of a leaf.
+  Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
+  Tensor y = tensor({3.0, 4.0}, DType::f64).requires_grad_();
+  Tensor plain = tensor({0.0, 0.0}, DType::f64);
+  const std::string rule = "autograd does not record this in-place op";
+  expect_error([&] { x.fill_(0.0); }, {"fill_: the tensor changed in place requires grad", rule});
+  expect_error([&] { x.copy_(plain); }, {"copy_: the tensor changed in place requires grad", rule});
+  expect_error([&] { mul_(x, 2.0); }, {"mul_: the tensor changed in place requires grad", rule});
+  expect_error([&] { add_(x, plain); }, {"add_: the tensor changed in place requires grad", rule});
+  expect_error([&] { add_(plain, y); }, {"add_: its operand requires grad", rule});
+  expect_error([&] { plain.copy_(y); }, {"copy_: its operand requires grad", rule});
+  Tensor h = mul(x, 2.0);  // a non-leaf: its change would not reach x's or y's gradient either
+  expect_error([&] { add_(h, y); }, {"add_: the tensor changed in place requires grad"});
+  EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{1.0, 2.0}));  // nothing was changed
+  EXPECT_EQ(plain.to_vector<double>(), (std::vector<double>{0.0, 0.0}));
+
+  // Under NoGradGuard (an optimizer step, an initialisation) they take it.
+  {
+    NoGradGuard no_grad;
+    add_(x, y, -0.5);
+    mul_(x, 2.0);
+    plain.copy_(y);
+  }
+  EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{-1.0, 0.0}));
+  EXPECT_EQ(plain.to_vector<double>(), (std::vector<double>{3.0, 4.0}));
+  // The initialisers set values under their own NoGradGuard, as PyTorch's nn.init does.
+  normal_(x, 0.0, 1.0);
+  uniform_(y, -1.0, 1.0);
+  EXPECT_TRUE(x.requires_grad() && y.requires_grad());
+  // Tensors that do not require grad are free to change with grad mode on.
+  plain.fill_(1.0);
+  add_(plain, tensor({1.0, 1.0}, DType::f64));
+  EXPECT_EQ(plain.to_vector<double>(), (std::vector<double>{2.0, 2.0}));
 }

@@ -397,6 +397,7 @@ Tensor tanh(const Tensor& x) { return unary(x, Un::tanh, "tanh", "TanhBackward")
 // 4. In place
 // =====================================================================================================
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
+  check_untracked_in_place(self, &other, "add_");
   if (on_device({self, other}, "add_")) {
     NG_CHECK(self.dtype() == other.dtype(), "add_", "dtype mismatch: got ", dtype_name(self.dtype()), " and ",
              dtype_name(other.dtype()));
@@ -432,6 +433,7 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
 }
 
 Tensor& mul_(Tensor& self, double s) {
+  check_untracked_in_place(self, nullptr, "mul_");
   if (on_device({self}, "mul_")) {
     device_kernels(self, "mul_").mul_(self, s);
     self.bump_version();

@@ -48,6 +48,7 @@ Tensor unary_backward_reference(UnaryKind op, const Tensor& x, const Tensor& y, 
                                 double p0 = 0, double p1 = 0);
 
 // ---- in place, no autograd (optimizers, gradient accumulation); they bump the version ----
+// With grad mode on they refuse a self or other that requires grad (check_untracked_in_place, tensor.h).
 Tensor& add_(Tensor& self, const Tensor& other, double alpha = 1.0);  // self += alpha * other
 Tensor& mul_(Tensor& self, double s);                                 // self *= s
 
