@@ -18,6 +18,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined())
     NG_CHECK(bias.dim() == 1 && bias.size(0) == out, "linear", "bias has shape ", shape_str(bias.shape()),
              ", expected (", out, ") to match weight ", shape_str(weight.shape()));
+  NG_CHECK(x.dtype() == weight.dtype(), "linear", "x has dtype ", dtype_name(x.dtype()), ", expected ",
+           dtype_name(weight.dtype()),
+           " to match weight (convert x with .to(DType::", dtype_name(weight.dtype()),
+           "), or the module with nn::cast_)");
   // x, weight and bias on one device (an error naming linear and both devices otherwise); the matmul and add
   // below dispatch to that device themselves.
   (void)on_device({x, weight, bias}, "linear");

@@ -113,6 +113,13 @@ TEST(Linear, ErrorsNameShapes) {
         F::linear(zeros({2, 4}), zeros({3, 4}), zeros({4}));
       },
       {"linear: bias has shape (4), expected (3) to match weight (3, 4)"});
+  // A dtype mismatch names linear, not the matmul inside it, and says how to fix it.
+  expect_error(
+      [&] {
+        lin(zeros({2, 4}, DType::f64));
+      },
+      {"linear: x has dtype f64, expected f32 to match weight", "nn::cast_"});
+  expect_error([&] { lin(zeros({2, 4}, DType::bf16)); }, {"linear: x has dtype bf16, expected f32"});
 }
 
 TEST(Activations, ModulesMatchOps) {

@@ -655,6 +655,20 @@ TEST(BatchNorm, Errors) {
       },
       {"BatchNorm2d: expected a 4-D (N, C, H, W) input, got 3-D (2, 4, 3)"});
   expect_error([&] { nn::BatchNorm2d(4, -1.0); }, {"BatchNorm2d: expected eps > 0"});
+  expect_error([&] { nn::BatchNorm1d(4, INFINITY); }, {"BatchNorm1d: expected eps > 0", "got inf"});
+  // momentum weighs the new batch in the running statistics: a NaN made them NaN silently, and 2 gave
+  // running = -running + 2 batch. Both are refused, by the module and by the function.
+  expect_error([&] { nn::BatchNorm1d(4, 1e-5, NAN); },
+               {"BatchNorm1d: expected momentum in [0, 1]", "got nan"});
+  expect_error([&] { nn::BatchNorm2d(4, 1e-5, 2.0); }, {"BatchNorm2d: expected momentum in [0, 1]", "got 2"});
+  expect_error([&] { nn::InstanceNorm2d(4, 1e-5, -0.1); }, {"InstanceNorm2d: expected momentum in [0, 1]"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({3, 4}), m, v, Tensor(), Tensor(), true, NAN);
+      },
+      {"batch_norm: expected momentum in [0, 1]", "got nan"});
+  EXPECT_EQ(m.to_vector<double>(), std::vector<double>(4, 0.0));  // the running stats were not touched
+  nn::BatchNorm1d edge0(4, 1e-5, 0.0), edge1(4, 1e-5, 1.0), cumulative(4, 1e-5, std::nullopt);  // allowed
 }
 
 TEST(BatchNorm, ModulesBuffersAndModes) {

@@ -1116,6 +1116,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const char* op = "batch_norm";
   norms::check_float_input(x, op);
   norms::check_eps(eps, op);
+  norms::check_momentum(momentum, op);
   NG_CHECK(x.dim() >= 2, op, "expected x of shape (N, C) or (N, C, *), got a ", x.dim(), "-D tensor ",
            shape_str(x.shape()));
   const int64_t N = x.size(0), C = x.size(1);
@@ -1202,6 +1203,7 @@ BatchNorm::BatchNorm(int64_t num_features_in, double eps_in, std::optional<doubl
       name_(name) {
   NG_CHECK(num_features > 0, name, "expected num_features > 0, got ", num_features);
   norms::check_eps(eps, name);
+  norms::check_momentum(momentum, name);
   if (affine) {
     weight = register_parameter("weight", ones({num_features}));
     bias = register_parameter("bias", zeros({num_features}));

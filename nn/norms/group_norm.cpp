@@ -2043,6 +2043,7 @@ InstanceNorm::InstanceNorm(int64_t num_features_in, double eps_in, std::optional
       name_(name) {
   NG_CHECK(num_features > 0, name, "expected num_features > 0, got ", num_features);
   norms::check_eps(eps, name);
+  norms::check_momentum(momentum, name);
   if (affine) {
     weight = register_parameter("weight", ones({num_features}));
     bias = register_parameter("bias", zeros({num_features}));

@@ -1,5 +1,7 @@
 #include "nn/norms/norm_common.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 namespace ng::norms {
@@ -30,7 +32,15 @@ void check_float_input(const Tensor& x, const char* op) {
 }
 
 void check_eps(double eps, const char* op) {
-  NG_CHECK(eps > 0, op, "expected eps > 0 (it keeps 1/sqrt(var + eps) finite), got ", eps);
+  NG_CHECK(eps > 0 && std::isfinite(eps), op, "expected eps > 0 (it keeps 1/sqrt(var + eps) finite), got ",
+           eps);
+}
+
+void check_momentum(std::optional<double> momentum, const char* op) {
+  if (momentum)
+    NG_CHECK(*momentum >= 0 && *momentum <= 1, op,
+             "expected momentum in [0, 1] (the weight of the new batch in the running statistics), got ",
+             *momentum);
 }
 
 void check_affine(const Tensor& t, const char* name, const Shape& shape, const Tensor& x, const char* what,
