@@ -47,6 +47,13 @@ constexpr bool kSimdConvert = (std::is_same_v<S, float> &&
                               (std::is_same_v<D, float> &&
                                (std::is_same_v<S, f16> || std::is_same_v<S, bf16>));
 
+// A float value on its way to i64 (truncated toward zero) must have one: NaN, inf and values outside
+// [-2^63, 2^63) do not, and the C++ conversion is undefined for them (x86 gives -2^63 for all).
+static void check_has_i64(double v, DType from, const char* op) {
+  NG_CHECK(v >= -0x1p63 && v < 0x1p63, op, "cannot convert ", v, " (", dtype_name(from),
+           ") to i64: expected a finite value in [-2^63, 2^63)");
+}
+
 static void copy_convert(const Tensor& dst, const Tensor& src) {
   NG_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy", "expected CPU tensors, got ",
            dst.device().str(), " and ", src.device().str());
@@ -54,6 +61,15 @@ static void copy_convert(const Tensor& dst, const Tensor& src) {
     D* pd = static_cast<D*>(dst.raw_data());
     NG_DISPATCH_ALL(src.dtype(), "copy", [&]<typename S>() {
       const S* ps = static_cast<const S*>(src.raw_data());
+      if constexpr (std::is_same_v<D, int64_t> && !std::is_same_v<S, int64_t>) {
+        // Float -> i64: every value is checked before anything is written.
+        for_each_strided<1>(
+            src.shape(), {src.strides()},
+            [&](const std::array<int64_t, 1>& o, int64_t n, const std::array<int64_t, 1>& st) {
+              for (int64_t i = 0; i < n; ++i)
+                check_has_i64(to_double(ps[o[0] + i * st[0]]), src.dtype(), "to");
+            });
+      }
       for_each_strided<2>(dst.shape(), {dst.strides(), src.strides()},
                           [&](const std::array<int64_t, 2>& o, int64_t n, const std::array<int64_t, 2>& s) {
                             if constexpr (std::is_same_v<D, S>) {
@@ -109,10 +125,12 @@ std::vector<T> Tensor::to_vector() const {
   NG_DISPATCH_ALL(c.dtype(), "to_vector", [&]<typename scalar_t>() {
     const scalar_t* p = static_cast<const scalar_t*>(c.raw_data());
     for (size_t i = 0; i < out.size(); ++i) {
-      if constexpr (std::is_same_v<T, int64_t> && std::is_same_v<scalar_t, int64_t>)
+      if constexpr (std::is_same_v<T, int64_t> && std::is_same_v<scalar_t, int64_t>) {
         out[i] = p[i];
-      else
+      } else {
+        if constexpr (std::is_same_v<T, int64_t>) check_has_i64(to_double(p[i]), c.dtype(), "to_vector");
         out[i] = static_cast<T>(to_double(p[i]));
+      }
     }
   });
   return out;
@@ -180,6 +198,7 @@ void check_untracked_in_place(const Tensor& self, const Tensor* other, const cha
 
 Tensor& Tensor::fill_(double value) {
   check_untracked_in_place(*this, nullptr, "fill_");
+  if (dtype() == DType::i64) check_has_i64(value, DType::f64, "fill_");
   if (!device().is_cpu()) {
     device_kernels(*this, "fill_").fill(*this, value);
     bump_version();

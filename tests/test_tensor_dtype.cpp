@@ -108,6 +108,31 @@ TEST(Dtype, ToConvertsBetweenEveryPair) {
   EXPECT_EQ(big.clone().to_vector<int64_t>()[0], (int64_t(1) << 62) + 1);
 }
 
+TEST(Dtype, FloatToI64RefusesWhatHasNoI64) {
+  // NaN, inf and values outside [-2^63, 2^63) have no i64; the C++ conversion is undefined there (x86 gave
+  // -2^63 for every one of them, silently). Refused, naming the value, before anything is written.
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    expect_error([&] { tensor({1.0, NAN}).to(dt).to(DType::i64); }, {"to: cannot convert nan", "to i64"});
+    expect_error([&] { tensor({-INFINITY}).to(dt).to(DType::i64); }, {"to: cannot convert -inf"});
+    Tensor dst = zeros({2}, DType::i64);
+    expect_error([&] { dst.copy_(tensor({3.0, INFINITY}).to(dt)); }, {"to: cannot convert inf"});
+    EXPECT_EQ(dst.to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));  // untouched
+  }
+  expect_error([] { tensor({1e19}, DType::f64).to(DType::i64); }, {"to: cannot convert 1e+19 (f64)"});
+  // The edges: -2^63 converts, the largest double below 2^63 converts, 2^63 does not.
+  EXPECT_EQ(tensor({-0x1p63}, DType::f64).to(DType::i64).to_vector<int64_t>()[0], INT64_MIN);
+  EXPECT_EQ(tensor({0x1.fffffffffffffp62}, DType::f64).to(DType::i64).to_vector<int64_t>()[0],
+            int64_t(0x1.fffffffffffffp62));
+  expect_error([] { tensor({0x1p63}, DType::f64).to(DType::i64); }, {"to: cannot convert"});
+  // to_vector<int64_t> of a float tensor converts the same way.
+  EXPECT_EQ(tensor({-2.7, 3.9}).to_vector<int64_t>(), (std::vector<int64_t>{-2, 3}));
+  expect_error([] { tensor({NAN}).to_vector<int64_t>(); }, {"to_vector: cannot convert nan (f32) to i64"});
+  // And so does a fill value (full, fill_).
+  expect_error([] { full({2}, NAN, DType::i64); }, {"fill_: cannot convert nan (f64) to i64"});
+  EXPECT_EQ(full({2}, -3.5, DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{-3, -3}));
+}
+
 TEST(Dtype, SpecialValuesThroughTensors) {
   Tensor s = tensor({INFINITY, -INFINITY, NAN, 0x1p-20, -0.0});
   for (DType h : {DType::f16, DType::bf16}) {
