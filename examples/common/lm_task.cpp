@@ -10,8 +10,8 @@
 #include <iostream>
 
 #include "examples/common/progress.h"
-#include "io/whole_file.h"
 #include "examples/common/report.h"
+#include "io/whole_file.h"
 
 namespace ng::examples {
 
