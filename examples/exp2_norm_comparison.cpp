@@ -77,7 +77,9 @@ static int run(int argc, char** argv) {
   const std::string lr_scale_help =
       "multiply the four learning rates by this (1: the lesson's; 1e9 makes NoNorm diverge at step 2, to "
       "see the NaN handling)";
-  app.add_option("--lr-scale", lr_scale, lr_scale_help)->check(FiniteRange(1e-6, 1e12))->capture_default_str();
+  app.add_option("--lr-scale", lr_scale, lr_scale_help)
+      ->check(FiniteRange(1e-6, 1e12))
+      ->capture_default_str();
   app.get_option("--save")->description(
       "at the end, checkpoint the last config (Pre-LN + RMSNorm): weights, Adam state, data and dropout "
       "generators, step (safetensors)");

@@ -175,8 +175,11 @@ TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
   expect_error([] { nn::read_checkpoint_config(fs::temp_directory_path().string()); },
                {"not a regular file (a folder)"});
   // Saving over a folder is refused before any temporary file is made (beside it, in its parent).
-  expect_error([] { io::save_safetensors(fs::temp_directory_path().string(), {{"w", ones({2})}}); },
-               {"save: cannot write '", "': it is a folder"});
+  expect_error(
+      [] {
+        io::save_safetensors(fs::temp_directory_path().string(), {{"w", ones({2})}});
+      },
+      {"save: cannot write '", "': it is a folder"});
 }
 
 TEST(Safetensors, WriterRejectsBadNames) {
