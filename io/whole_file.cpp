@@ -22,7 +22,8 @@ int64_t regular_file_size(const std::string& path, const char* op) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  NG_CHECK(fs::exists(st), op, path, ": no such file");
+  NG_CHECK(fs::exists(st), op, path, ": ",
+           ec && ec != std::errc::no_such_file_or_directory ? ec.message() : std::string("no such file"));
   NG_CHECK(fs::is_regular_file(st), op, path, ": not a regular file (",
            fs::is_directory(st) ? "a folder" : "a device, pipe or socket", ")");
   const auto size = fs::file_size(path, ec);
@@ -46,7 +47,12 @@ void fail_next_write_after(int64_t bytes) {
 }
 }  // namespace testing
 
-void atomic_write_file(const std::string& path, const std::string& bytes, const char* op) {
+void atomic_write_file(const std::string& path, std::string_view bytes, const char* op) {
+  atomic_write_file(path, {bytes}, op);
+}
+
+void atomic_write_file(const std::string& path, std::initializer_list<std::string_view> pieces,
+                       const char* op) {
   std::error_code ec;
   NG_CHECK(!std::filesystem::is_directory(path, ec), op, "cannot write '", path, "': it is a folder");
   // A name no other writer uses: this process's id, and a count for the threads of this process.
@@ -61,15 +67,21 @@ void atomic_write_file(const std::string& path, const std::string& bytes, const 
   };
   const int64_t fail_after = g_fail_after;  // fault injection for tests (testing::fail_next_write_after)
   g_fail_after = -1;
-  const size_t limit = fail_after >= 0 ? std::min(bytes.size(), size_t(fail_after)) : bytes.size();
-  size_t done = 0;
-  while (done < limit) {
-    const ssize_t w = ::write(fd, bytes.data() + done, std::min<size_t>(limit - done, 1 << 20));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      give_up(std::strerror(errno));
+  size_t done = 0;  // bytes written, over all pieces
+  for (std::string_view piece : pieces) {
+    const size_t limit = fail_after >= 0
+                             ? std::min(piece.size(), size_t(fail_after) - std::min(done, size_t(fail_after)))
+                             : piece.size();
+    size_t at = 0;
+    while (at < limit) {
+      const ssize_t w = ::write(fd, piece.data() + at, std::min<size_t>(limit - at, 1 << 20));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        give_up(std::strerror(errno));
+      }
+      at += size_t(w);
     }
-    done += size_t(w);
+    done += at;
   }
   if (fail_after >= 0) give_up("injected fault after " + std::to_string(done) + " bytes");
   if (::fsync(fd) != 0) give_up(std::string("fsync: ") + std::strerror(errno));

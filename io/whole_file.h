@@ -19,7 +19,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 namespace ng::io {
 
@@ -32,7 +34,11 @@ int64_t regular_file_size(const std::string& path, const char* op);
 
 // Write `bytes` to `path` atomically (temp file in the same folder, fsync, rename, fsync the folder).
 // `op` begins the error messages ("save_npy: ...").
-void atomic_write_file(const std::string& path, const std::string& bytes, const char* op = "save");
+void atomic_write_file(const std::string& path, std::string_view bytes, const char* op = "save");
+// The same for a file made of several pieces, written one after the other (a header, then a tensor's
+// bytes in place: no copy of the whole file in memory).
+void atomic_write_file(const std::string& path, std::initializer_list<std::string_view> pieces,
+                       const char* op = "save");
 
 namespace testing {
 // Fault injection for tests: the next atomic_write_file fails with an ng::Error after writing this many

@@ -188,10 +188,11 @@ void save_npy(const std::string& path, const Tensor& t) {
   Tensor c = t.contiguous();
   const size_t bytes = size_t(c.numel()) * dtype_size(c.dtype());
 
-  std::string file = pre + header;
-  if (bytes) file.append(static_cast<const char*>(c.raw_data()), bytes);
-  // Atomic: a temporary file in the same folder, fsync, then rename (io/whole_file.h).
-  io::atomic_write_file(path, file, "save_npy");
+  // Atomic: a temporary file in the same folder, fsync, then rename (io/whole_file.h). The tensor's bytes
+  // are written from where they are.
+  const std::string head = pre + header;
+  io::atomic_write_file(path, {head, std::string_view(static_cast<const char*>(c.raw_data()), bytes)},
+                        "save_npy");
 }
 
 // ---- load -----------------------------------------------------------------------------------------

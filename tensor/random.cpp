@@ -30,9 +30,7 @@ Generator& default_generator() {
   static Generator g(0);
   return g;
 }
-void manual_seed(uint64_t seed) {
-  default_generator().manual_seed(seed);
-}
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 namespace {
 // 24 or 53 random bits -> [0, 1)
@@ -70,9 +68,7 @@ Tensor uniform(const Shape& shape, double lo, double hi, Generator& gen, DType d
   });
 }
 
-Tensor rand(const Shape& shape, Generator& gen, DType dtype) {
-  return uniform(shape, 0.0, 1.0, gen, dtype);
-}
+Tensor rand(const Shape& shape, Generator& gen, DType dtype) { return uniform(shape, 0.0, 1.0, gen, dtype); }
 
 Tensor randn(const Shape& shape, Generator& gen, DType dtype, double mean, double std) {
   NG_CHECK(is_floating(dtype), "randn", "expected a floating dtype, got ", dtype_name(dtype));
@@ -88,16 +84,15 @@ Tensor randn(const Shape& shape, Generator& gen, DType dtype, double mean, doubl
 Tensor randint(int64_t lo, int64_t hi, const Shape& shape, Generator& gen) {
   NG_CHECK(lo < hi, "randint", "expected lo < hi, got ", lo, " and ", hi);
   uint64_t range = uint64_t(hi - lo);
-  return fill_random(shape, DType::i64, gen, 2,
-                     [lo, range]<typename T>(const std::array<uint32_t, 4>& r, int lane) {
-                       // 64 random bits reduced by multiply-high (bias < range / 2^64, negligible).
-                       uint64_t bits = uint64_t(r[2 * lane + 1]) << 32 | r[2 * lane];
-                       unsigned __int128 m = (unsigned __int128)bits * range;
-                       if constexpr (std::is_same_v<T, int64_t>)
-                         return lo + int64_t(m >> 64);
-                       else
-                         return from_double<T>(double(lo + int64_t(m >> 64)));
-                     });
+  return fill_random(shape, DType::i64, gen, 2, [lo, range]<typename T>(const std::array<uint32_t, 4>& r, int lane) {
+    // 64 random bits reduced by multiply-high (bias < range / 2^64, negligible).
+    uint64_t bits = uint64_t(r[2 * lane + 1]) << 32 | r[2 * lane];
+    unsigned __int128 m = (unsigned __int128)bits * range;
+    if constexpr (std::is_same_v<T, int64_t>)
+      return lo + int64_t(m >> 64);
+    else
+      return from_double<T>(double(lo + int64_t(m >> 64)));
+  });
 }
 
 // Initialisers: they set values, so they take a parameter that requires grad (as PyTorch's nn.init does,

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/whole_file.h"
 #include "ops_test_util.h"
 
 using namespace ng;
@@ -134,6 +135,22 @@ TEST_F(Npy, SaveIsAtomicAndLeavesNoTemporaryFiles) {
     EXPECT_EQ(e.path().filename(), "w.npy");
   }
   EXPECT_EQ(files, 1);
+}
+
+// save_npy writes the header and then the tensor's bytes in place, as two pieces of one atomic write: a
+// fault inside the data leaves the old file whole.
+TEST_F(Npy, FailedWriteInsideTheDataLeavesTheOldFile) {
+  save_npy(file("w.npy"), ones({3}));
+  ng::io::testing::fail_next_write_after(128 + 4);  // the 128-byte header, then one float of the data
+  expect_error(
+      [&] { save_npy(file("w.npy"), zeros({1000})); },
+      {"save_npy: writing '", "injected fault after 132 bytes", "the old file, if any, is untouched"});
+  EXPECT_EQ(load_npy(file("w.npy")).to_vector<double>(), std::vector<double>(3, 1.0));
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) ++files, (void)e;
+  EXPECT_EQ(files, 1);
+  save_npy(file("w.npy"), zeros({1000}));  // the fault fired once
+  EXPECT_EQ(load_npy(file("w.npy")).numel(), 1000);
 }
 
 TEST_F(Npy, Version2HeaderIsAccepted) {

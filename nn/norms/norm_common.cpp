@@ -1,8 +1,7 @@
 #include "nn/norms/norm_common.h"
 
-#include <cmath>
-
 #include <algorithm>
+#include <cmath>
 
 namespace ng::norms {
 
