@@ -39,6 +39,7 @@
 #include "autograd/function.h"
 #include "nn/norms/batch_norm.h"
 #include "nn/norms/norm_math.h"
+#include "nn/norms/wide_stats.h"
 #include "tensor/device_kernels.h"
 #include "tensor/ops/elementwise.h"
 
@@ -100,6 +101,22 @@ inline RowChunks bn_chunks(int64_t N, int64_t C, int64_t S, bool wide) {
 #if HWY_ONCE
 namespace ng::norms {
 
+// A channel whose statistics overflowed (|x| past ~1e19: the fast path's float squares; past ~1e154: the
+// reference's double ones): its mean, biased var and rstd again, from its values scaled by a power of two
+// (wide_stats.h). var may still be inf, for f64 values whose variance has no double; rstd is right either
+// way. Returns false, and changes nothing, when the channel holds a NaN or an inf.
+template <typename T>
+bool batch_norm_channel_scaled(const T* x, int64_t N, int64_t C, int64_t S, int64_t c, double eps,
+                               double& mean, double& var, double& rs) {
+  auto get = [&](int64_t i) { return load_acc<double>(x[((i / S) * C + c) * S + i % S]); };
+  ScaledMoments m;
+  if (!scaled_moments(get, N * S, true, m)) return false;
+  mean = m.mean / m.scale;
+  var = m.var / (m.scale * m.scale);
+  rs = m.scale / std::sqrt(m.var + eps * m.scale * m.scale);
+  return true;
+}
+
 // ---- 2. The scalar reference loop -------------------------------------------------------------------------
 // The reference computes the statistics in double (it is the tests' oracle). Channel c's values are
 // x[(n * C + c) * S + s]. mean_in, var_in: use these (eval) instead of the batch's.
@@ -120,7 +137,9 @@ void batch_norm_forward_reference(const T* x, const A* w, const A* b, T* y, cons
       norm_math::centered_moments<double>(get, M, shift, d, var[c]);
       mean[c] = shift + d;
     }
-    const double rs = norm_math::rstd_from_var(var[c], eps);
+    double rs = norm_math::rstd_from_var(var[c], eps);
+    if (!mean_in && stats_overflowed(mean[c], rs))
+      batch_norm_channel_scaled(x, N, C, S, c, eps, mean[c], var[c], rs);
     rstd[c] = A(rs);
     for (int64_t i = 0; i < M; ++i) {
       const double xhat = (get(i) - mean[c]) * rs;
@@ -955,10 +974,15 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
     // the forward (Xeon model 167, 2 threads, `scripts/bench_ab.py --rounds 5`, best / median): bf16 4096 x
     // 1024 0.514 / 0.527 -> 0.462 / 0.508 ms, 16384 x 256 0.493 / 0.511 -> 0.448 / 0.492, 1024 x 4096
     // level; f32 level (its output pass runs at the copy's speed).
+    //
+    // A channel whose statistics overflowed (wide_stats.h) takes its rstd from batch_norm_channel_scaled
+    // (wide_rs[c] > 0): its var may have no double.
     std::vector<A> hi(static_cast<size_t>(C)), scale(hi.size()), shift(hi.size());
+    std::vector<double> wide_rs;
     auto finish = [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
-        const double rs = 1.0 / std::sqrt(var[c] + eps), sc = rs * (pw ? double(pw[c]) : 1.0);
+        const double rs = !wide_rs.empty() && wide_rs[c] > 0 ? wide_rs[c] : 1.0 / std::sqrt(var[c] + eps);
+        const double sc = rs * (pw ? double(pw[c]) : 1.0);
         prstd[c] = A(rs);
         scale[c] = A(sc);
         hi[c] = A(mean[c]);
@@ -992,6 +1016,7 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
         corr[k] = count * nb / (count + nb);
         count += nb;
       }
+      wide_rs.assign(static_cast<size_t>(C), 0.0);
       parallel_for(C, 512, [&](int64_t c0, int64_t c1) {
         std::vector<double> mu(static_cast<size_t>(c1 - c0), 0.0), m2(mu.size(), 0.0);
         for (int64_t k = 0; k < chunks.count; ++k)
@@ -1001,6 +1026,9 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
           mean[c0 + c] = mu[c];
           var[c0 + c] = m2[c] / count;
         }
+        for (int64_t c = c0; c < c1; ++c)
+          if (stats_overflowed(mean[c], 1.0 / std::sqrt(var[c] + eps)))
+            batch_norm_channel_scaled(px, N, C, S, c, eps, mean[c], var[c], wide_rs[c]);
         finish(c0, c1);
       });
     }
@@ -1074,6 +1102,23 @@ NormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& m
       NG_NORM_SIMD_CALL(T, BatchNormBackwardDx, hwy_ptr(pdy), hwy_ptr(px), hwy_ptr(pdx), n0, n1, C, S,
                         hi.data(), k1.data(), kx.data(), k0.data());
     });
+
+    // 3. A channel whose rstd^2 has no normal A (rstd below ~1e-19 in float, ~1e-154 in double: its values
+    //    run past ~1e19 or ~1e154, the channels of wide_stats.h) loses term 3 in kx = r * k3, which is
+    //    ~r^2 (subnormal, then 0). Its dx again, xhat first as the reference computes it, in double:
+    //      dx = dy * k1 + (xhat * k3 + k2),   xhat = ((x - mh) - ml) * r
+    if (!batch_stats) return;
+    for (int64_t c = 0; c < C; ++c) {
+      const double r = double(prs[c]);
+      if (!(r * r < double(std::numeric_limits<A>::min()))) continue;
+      const double rw = r * (pw ? double(pw[c]) : 1.0);
+      const double k2 = -rw * double(sdy[c]) / M, k3 = -rw * double(sdyx[c]) / M;
+      for (int64_t i = 0; i < N * S; ++i) {
+        const int64_t at = ((i / S) * C + c) * S + i % S;
+        const double xhat = ((load_acc<double>(px[at]) - double(hi[c])) - double(lo[c])) * r;
+        pdx[at] = store_acc<T>(A(load_acc<double>(pdy[at]) * rw + (xhat * k3 + k2)));
+      }
+    }
   });
   return gr;
 }

@@ -1757,6 +1757,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "nn/norms/norm_dispatch.h"
+#include "nn/norms/wide_stats.h"
 
 namespace ng::norms {
 
@@ -1842,8 +1843,19 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
     const A* pb = bias.defined() ? bias.data<A>() : nullptr;
     A* pmean = s.mean.data<A>();
     A* prstd = s.rstd.data<A>();
+    // The groups [r0, r1) whose statistics overflowed the compute type (|x| past ~1e19 in float), computed
+    // again scaled (wide_stats.h), after whichever path below wrote them. Group r is the m contiguous values
+    // of sample r / G in channels (r % G) * cpg and on; its value i is in channel (r % G) * cpg + i / S.
+    const int64_t cpg = C / G;
+    auto redo_overflowed = [&](int64_t r0, int64_t r1) {
+      redo_overflowed_groups(px, py, pmean, prstd, r0, r1, m, eps, [&](int64_t r, int64_t i) {
+        const int64_t c = (r % G) * cpg + i / S;
+        return std::pair<double, double>(pw ? double(pw[c]) : 1.0, pb ? double(pb[c]) : 0.0);
+      });
+    };
     if (impl == Impl::reference) {
       group_norm_forward_reference<T, A>(px, pw, pb, py, pmean, prstd, N, C, S, G, A(eps));
+      redo_overflowed(0, rows);
       return;
     }
     int64_t pair_lanes = 0;
@@ -1855,6 +1867,7 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
       parallel_for(N, std::max<int64_t>(1, 16384 / C), [&](int64_t n0, int64_t n1) {
         NG_NORM_SIMD_CALL(T, GroupNormForwardPairs, hwy_ptr(px), wp.data(), bp.data(), hwy_ptr(py), pmean,
                           prstd, n0, n1, C, G, eps);
+        redo_overflowed(n0 * G, n1 * G);
       });
       return;
     }
@@ -1868,6 +1881,7 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
       parallel_for(N, std::max<int64_t>(1, 16384 / C), [&](int64_t n0, int64_t n1) {
         NG_NORM_SIMD_CALL(T, GroupNormForwardBatches, hwy_ptr(px), pw, pb, hwy_ptr(py), pmean, prstd, n0, n1,
                           C, G, eps);
+        redo_overflowed(n0 * G, n1 * G);
       });
       return;
     }
@@ -1876,6 +1890,7 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
       parallel_for(N, std::max<int64_t>(1, 16384 / (C * S)), [&](int64_t n0, int64_t n1) {
         group_norm_forward_reference<T, A>(px + n0 * C * S, pw, pb, py + n0 * C * S, pmean + n0 * G,
                                            prstd + n0 * G, n1 - n0, C, S, G, A(eps));
+        redo_overflowed(n0 * G, n1 * G);
       });
       return;
     }
@@ -1886,6 +1901,7 @@ NormStats group_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, i
     parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
       NG_NORM_SIMD_CALL(T, GroupNormForward, hwy_ptr(px), pw, pb, hwy_ptr(py), pmean, prstd, r0, r1, C, S, G,
                         eps);
+      redo_overflowed(r0, r1);
     });
   });
   return s;

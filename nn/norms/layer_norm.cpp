@@ -869,6 +869,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "nn/norms/norm_dispatch.h"
+#include "nn/norms/wide_stats.h"
 
 namespace ng::norms {
 
@@ -883,6 +884,16 @@ HWY_EXPORT(LayerNormBackwardBF16);
 
 namespace {
 
+// The rows [r0, r1) whose statistics overflowed the compute type (|x| past ~1e19 in float), computed again
+// scaled (wide_stats.h); every other row is left as the kernel wrote it. w, b: (n) or null.
+template <typename T, typename A>
+void layer_norm_redo_overflowed(const T* x, const A* w, const A* b, T* y, A* mean, A* rstd, int64_t r0,
+                                int64_t r1, int64_t n, A eps) {
+  redo_overflowed_groups(x, y, mean, rstd, r0, r1, n, double(eps), [&](int64_t, int64_t i) {
+    return std::pair<double, double>(w ? double(w[i]) : 1.0, b ? double(b[i]) : 0.0);
+  });
+}
+
 // The fast forward: rows in parallel, in chunks fixed by the row length, each thread's run of chunks one
 // SIMD call (parallel_for_runs), so that the kernel's software pipelining and prefetch run on across the
 // chunks. (One call per chunk, 4 rows at n = 4096 and 16 at n = 1024, restarted them at every chunk.) A bf16
@@ -896,6 +907,7 @@ void layer_norm_forward_fast(const T* x, const A* w, const A* b, T* y, A* mean, 
     grain = (grain + kUnshiftedGateRows - 1) / kUnshiftedGateRows * kUnshiftedGateRows;
   parallel_for_runs(rows, grain, [&](int64_t r0, int64_t r1) {
     NG_NORM_SIMD_CALL(T, LayerNormForward, hwy_ptr(x), w, b, hwy_ptr(y), mean, rstd, r0, r1, n, double(eps));
+    layer_norm_redo_overflowed(x, w, b, y, mean, rstd, r0, r1, n, eps);
   });
 }
 
@@ -918,6 +930,7 @@ void layer_norm_forward_rows(const T* x, const A* w, const A* b, T* y, A* mean, 
                              int64_t n, A eps) {
   NG_NORM_SIMD_CALL(T, LayerNormForward, hwy_ptr(x), w, b, hwy_ptr(y), mean, rstd, int64_t(0), rows, n,
                     double(eps));
+  layer_norm_redo_overflowed(x, w, b, y, mean, rstd, int64_t(0), rows, n, eps);
 }
 template <typename T, typename A>
 void layer_norm_backward_rows(const T* dy, const T* x, const A* w, const A* mean, const A* rstd, T* dx, A* dw,
@@ -953,6 +966,8 @@ NormStats layer_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, c
     const A* pb = bias.defined() ? bias.data<A>() : nullptr;
     if (impl == Impl::reference) {
       layer_norm_forward_reference<T, A>(px, pw, pb, py, s.mean.data<A>(), s.rstd.data<A>(), rows, n, A(eps));
+      layer_norm_redo_overflowed(px, pw, pb, py, s.mean.data<A>(), s.rstd.data<A>(), int64_t(0), rows, n,
+                                 A(eps));
       return;
     }
     // The kernel always reads a weight and a bias; absent ones are ones and zeros.

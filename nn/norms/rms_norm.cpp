@@ -391,6 +391,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "nn/norms/norm_dispatch.h"
+#include "nn/norms/wide_stats.h"
 
 namespace ng::norms {
 
@@ -403,10 +404,22 @@ HWY_EXPORT(RMSNormBackwardF64);
 HWY_EXPORT(RMSNormBackwardF16);
 HWY_EXPORT(RMSNormBackwardBF16);
 
+// The rows [r0, r1) whose mean(x^2) overflowed the compute type (|x| past ~1e19 in float: rstd came out 0
+// and y 0), computed again scaled (wide_stats.h); every other row is left as the kernel wrote it. w: (n) or
+// null.
+template <typename T, typename A>
+static void rms_norm_redo_overflowed(const T* x, const A* w, T* y, A* rstd, int64_t r0, int64_t r1, int64_t n,
+                                     A eps) {
+  redo_overflowed_groups(
+      x, y, static_cast<A*>(nullptr), rstd, r0, r1, n, double(eps),
+      [&](int64_t, int64_t i) { return std::pair<double, double>(w ? double(w[i]) : 1.0, 0.0); });
+}
+
 // Row-range entries (rms_norm.h): one thread, one SIMD call, pointers at the range's first row.
 template <typename T, typename A>
 void rms_norm_forward_rows(const T* x, const A* w, T* y, A* rstd, int64_t rows, int64_t n, A eps) {
   NG_NORM_SIMD_CALL(T, RMSNormForward, hwy_ptr(x), w, hwy_ptr(y), rstd, int64_t(0), rows, n, double(eps));
+  rms_norm_redo_overflowed(x, w, y, rstd, int64_t(0), rows, n, eps);
 }
 template <typename T, typename A>
 void rms_norm_backward_rows(const T* dy, const T* x, const A* w, const A* rstd, T* dx, A* dw, int64_t rows,
@@ -439,6 +452,7 @@ NormStats rms_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, dou
     const A* pw = weight.defined() ? weight.data<A>() : nullptr;
     if (impl == Impl::reference) {
       rms_norm_forward_reference<T, A>(px, pw, py, prstd, rows, n, A(eps));
+      rms_norm_redo_overflowed(px, pw, py, prstd, int64_t(0), rows, n, A(eps));
       return;
     }
     std::vector<A> ones;
@@ -448,6 +462,7 @@ NormStats rms_norm_forward(const Tensor& x, int64_t n, const Tensor& weight, dou
     const int64_t grain = std::max<int64_t>(1, 16384 / n);
     parallel_for_runs(rows, grain, [&](int64_t r0, int64_t r1) {
       NG_NORM_SIMD_CALL(T, RMSNormForward, hwy_ptr(px), pw, hwy_ptr(py), prstd, r0, r1, n, eps);
+      rms_norm_redo_overflowed(px, pw, py, prstd, r0, r1, n, A(eps));
     });
   });
   return s;
