@@ -73,7 +73,7 @@ __device__ __forceinline__ A unary_apply(UnaryOp op, A x, A p0, A p1) {
     case UnaryOp::square:
       return x * x;
     case UnaryOp::relu:
-      return x > A(0) ? x : A(0);
+      return x <= A(0) ? A(0) : x;  // NaN stays NaN, as on the CPU
     case UnaryOp::gelu:
       return A(0.5) * x * (A(1) + tanh(A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x)));
     case UnaryOp::silu:
@@ -124,7 +124,7 @@ __device__ __forceinline__ A unary_derivative(UnaryOp op, A x, A y, A p0, A p1) 
     case UnaryOp::tanh:
       return A(1) - y * y;
     case UnaryOp::pow:
-      return p0 * pow(x, p0 - A(1));
+      return p0 == A(0) ? A(0) : p0 * pow(x, p0 - A(1));  // x^0 = 1: its gradient is 0 (not 0 * inf at 0)
     case UnaryOp::clamp:
       return (x >= p0 && x <= p1) ? A(1) : A(0);
   }

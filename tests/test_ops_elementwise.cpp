@@ -1,6 +1,7 @@
 // Elementwise ops and activations: hand-computed values, gradchecks (broadcast, non-contiguous), half
 // precision computing in f32, and every error path.
 #include "ops_test_util.h"
+#include "simd_targets.h"
 
 using namespace ng;
 using namespace ng::testing;
@@ -198,7 +199,101 @@ TEST(Elementwise, Errors) {
   expect_error([&] { exp(i64); }, {"exp: expected a floating tensor, got i64"});
   expect_error([&] { relu(i64); }, {"relu: expected a floating tensor, got i64"});
   expect_error([&] { clamp(f32, 1.0, 0.0); }, {"clamp: expected lo <= hi, got lo = 1 and hi = 0"});
+  expect_error([&] { clamp(f32, NAN, 1.0); }, {"clamp: expected bounds that are numbers, got lo = nan"});
+  expect_error([&] { clamp(f32, 0.0, NAN); }, {"clamp: expected bounds that are numbers", "hi = nan"});
   expect_error([&] { add_(f32, f64); }, {"add_: dtype mismatch: got f32 and f64"});
   expect_error([&] { add_(i64, i64); }, {"add_: expected a floating tensor, got i64"});
   expect_error([&] { add_(f32, zeros({4})); }, {"expand: cannot expand shape (4) to (2, 3)"});
+}
+
+// exp, sigmoid and silu (forward, and silu's and sigmoid's gradients) over the whole range, on every SIMD
+// target (contiguous: the Highway kernel) and on a strided view (the scalar loop), against std::exp. Highway
+// 1.0.3's Exp is valid only up to 104 (f32) / 706 (f64) and gives 0 for NaN: until 2026-11-28 the kernel
+// gave exp(200) = 0 and exp(710) = 1.24 in f32, sigmoid(-200) = 1, silu(-200) = -200, and sigmoid(NaN) = 1.
+TEST(Elementwise, ExpSigmoidSiluAreRightOverTheWholeRangeOnEveryTarget) {
+  const std::vector<double> points = {NAN,   INFINITY, -INFINITY, 1e10, -1e10, 1e3, -1e3, 710, -710, 706,
+                                      -706,  200,      -200,      105,  -105,  104, -104, 100, -100, 88.7,
+                                      -88.7, 87,       -87,       20,   -20,   1,   -1,   0.5, -0.5, 0};
+  // 64 values (whole vectors and a tail on every target), every point at several lanes
+  std::vector<double> v(64);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = points[(i * 7) % points.size()];
+
+  auto same = [](double got, double want, double rel, double tiny) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (std::isinf(want)) return got == want;
+    return std::abs(got - want) <= rel * std::abs(want) + tiny;
+  };
+  const int ran = for_each_target([&] {
+    for (DType dt : {DType::f32, DType::f64}) {
+      const bool f32 = dt == DType::f32;
+      const double rel = f32 ? 4e-7 : 2e-15,
+                   tiny = f32 ? 1e-44 : 1e-320;  // results below ~1e-38 are subnormal
+      // the expected values, in the tensor's own precision, as the scalar reference computes them
+      auto ex = [&](double x) { return f32 ? double(std::exp(float(x))) : std::exp(x); };
+      auto sig = [&](double x) {
+        return f32 ? double(1.0f / (1.0f + std::exp(-float(x)))) : 1.0 / (1.0 + std::exp(-x));
+      };
+      auto silu_v = [&](double x) {
+        return f32 ? double(float(x) / (1.0f + std::exp(-float(x)))) : x / (1.0 + std::exp(-x));
+      };
+      for (bool strided : {false, true}) {
+        // strided: every other value of a tensor twice as long, which the scalar loop takes
+        std::vector<double> laid = v;
+        if (strided) {
+          laid.assign(v.size() * 2, 0.0);
+          for (size_t i = 0; i < v.size(); ++i) laid[2 * i] = v[i];
+        }
+        Tensor base = from_vector(laid, Shape{int64_t(laid.size())}, DType::f64).to(dt);
+        Tensor x = strided ? base.slice(0, 0, base.size(0), 2) : base;
+        ASSERT_EQ(x.is_contiguous(), !strided);
+        const std::vector<double> e = exp(x).to_vector<double>(), s = sigmoid(x).to_vector<double>();
+        const std::vector<double> si = silu(x).to_vector<double>();
+        Tensor xs = x.detach().requires_grad_(), xg = x.detach().requires_grad_();
+        silu(xs).backward(ones(xs.shape(), dt));  // a contiguous dout: the SIMD backward (sum's is stride 0)
+        sigmoid(xg).backward(ones(xg.shape(), dt));
+        const std::vector<double> dsilu = xs.grad().to_vector<double>(), dsig = xg.grad().to_vector<double>();
+        for (size_t i = 0; i < v.size(); ++i) {
+          const double xi = v[i];
+          const std::string at = std::string(dtype_name(dt)) + (strided ? " strided" : " contiguous") +
+                                 " x = " + std::to_string(xi);
+          EXPECT_TRUE(same(e[i], ex(xi), rel, tiny)) << "exp " << at << ": " << e[i] << " vs " << ex(xi);
+          EXPECT_TRUE(same(s[i], sig(xi), rel, tiny))
+              << "sigmoid " << at << ": " << s[i] << " vs " << sig(xi);
+          EXPECT_TRUE(same(si[i], silu_v(xi), rel, tiny)) << "silu " << at << ": " << si[i];
+          const double sg = sig(xi), want_dsilu = sg * (1 + xi * (1 - sg)), want_dsig = sg * (1 - sg);
+          EXPECT_TRUE(same(dsilu[i], want_dsilu, 4 * rel, tiny)) << "silu grad " << at << ": " << dsilu[i];
+          EXPECT_TRUE(same(dsig[i], want_dsig, 4 * rel, tiny)) << "sigmoid grad " << at << ": " << dsig[i];
+        }
+      }
+    }
+  });
+  EXPECT_GE(ran, 1);
+}
+
+// relu passes a NaN on (PyTorch does; `x > 0 ? x : 0` gave 0 and hid it), and its gradient there is 0;
+// pow(x, 0) is 1 everywhere, so its gradient is 0, also at x = 0 (0 * 0^-1 gave NaN).
+TEST(Elementwise, ReluPassesNaNAndPowZeroHasGradientZero) {
+  for_each_target([&] {
+    for (DType dt : {DType::f32, DType::f64}) {
+      std::vector<double> v(40, -1.0);
+      v[3] = NAN, v[17] = NAN, v[39] = NAN, v[5] = 2.0;
+      Tensor x = from_vector(v, Shape{40}, DType::f64).to(dt);
+      for (const Tensor& in : {x, x.reshape({20, 2}).transpose(0, 1)}) {  // SIMD and scalar loop
+        const std::vector<double> y = relu(in).contiguous().reshape({40}).to_vector<double>();
+        const std::vector<double> src = in.contiguous().reshape({40}).to_vector<double>();
+        for (size_t i = 0; i < 40; ++i)
+          EXPECT_EQ(std::isnan(y[i]), std::isnan(src[i])) << dtype_name(dt) << " value " << i;
+      }
+      Tensor xr = x.detach().requires_grad_();
+      sum(relu(xr)).backward();
+      const std::vector<double> g = xr.grad().to_vector<double>();
+      EXPECT_EQ(g[3], 0.0);
+      EXPECT_EQ(g[5], 1.0);
+
+      Tensor p =
+          from_vector(std::vector<double>{0.0, 2.0, -3.0}, Shape{3}, DType::f64).to(dt).requires_grad_();
+      sum(pow(p, 0.0)).backward();
+      EXPECT_EQ(p.grad().to_vector<double>(), (std::vector<double>{0, 0, 0})) << dtype_name(dt);
+    }
+  });
 }

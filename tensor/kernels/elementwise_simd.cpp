@@ -7,6 +7,8 @@
 #define HWY_TARGET_INCLUDE "tensor/kernels/elementwise_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <limits>
+
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "tensor/kernels/tail-inl.h"
@@ -49,6 +51,20 @@ void BinaryT(int op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T* HWY_RE
 #undef NG_BINARY_LOOP
 }
 
+// e^v for every input, as std::exp gives it. Highway 1.0.3's Exp is valid for v <= 104 (f32) and v <= 706
+// (f64) only, and gives 0 for NaN: past its range it returned garbage (f32: exp(200) = 0, exp(710) = 1.24,
+// exp(1000) = 8e-29; f64: exp(1e10) = 1.5e110), so sigmoid(-200) was 1 and silu(-200) was -200 instead of
+// ~0, and exp(NaN) = 0, sigmoid(NaN) = 1 hid a NaN. Past the bound e^v is inf anyway (the bound is above
+// log(max), 88.7 and 709.8); a NaN goes through.
+template <class D, class V>
+HWY_INLINE V ExpAll(D d, V v) {
+  using T = hn::TFromD<D>;
+  const V bound = hn::Set(d, T(sizeof(T) == 4 ? 104.0 : 706.0));
+  const V e = hn::Exp(d, hn::Min(v, bound));  // keep Exp in its range; the lanes past it are replaced below
+  const V inf = hn::Set(d, std::numeric_limits<T>::infinity());
+  return hn::IfThenElse(hn::IsNaN(v), v, hn::IfThenElse(hn::Gt(v, bound), inf, e));
+}
+
 template <typename T>
 bool UnaryT(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n) {
   const hn::ScalableTag<T> d;
@@ -69,14 +85,14 @@ bool UnaryT(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n) {
   // clang-format off
   switch (op) {
     case 0: NG_UNARY_LOOP(hn::Neg(v)); return true;                          // neg
-    case 1: NG_UNARY_LOOP(hn::Exp(d, v)); return true;                       // exp
+    case 1: NG_UNARY_LOOP(ExpAll(d, v)); return true;                        // exp
     case 3: NG_UNARY_LOOP(hn::Sqrt(v)); return true;                         // sqrt
     case 4: NG_UNARY_LOOP(hn::Div(one, hn::Sqrt(v))); return true;           // rsqrt (exact, not the estimate)
     case 5: NG_UNARY_LOOP(hn::Abs(v)); return true;                          // abs
     case 8: NG_UNARY_LOOP(hn::Mul(v, v)); return true;                       // square
-    case 9: NG_UNARY_LOOP(hn::IfThenElse(hn::Gt(v, zero), v, zero)); return true;  // relu
-    case 12: NG_UNARY_LOOP(hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(v))))); return true;  // sigmoid
-    case 11: NG_UNARY_LOOP(hn::Div(v, hn::Add(one, hn::Exp(d, hn::Neg(v))))); return true;    // silu
+    case 9: NG_UNARY_LOOP(hn::IfThenZeroElse(hn::Le(v, zero), v)); return true;  // relu (NaN stays NaN)
+    case 12: NG_UNARY_LOOP(hn::Div(one, hn::Add(one, ExpAll(d, hn::Neg(v))))); return true;  // sigmoid
+    case 11: NG_UNARY_LOOP(hn::Div(v, hn::Add(one, ExpAll(d, hn::Neg(v))))); return true;    // silu
     case 13: NG_UNARY_LOOP(hn::Tanh(d, v)); return true;                     // tanh
     default: return false;
   }
@@ -143,7 +159,7 @@ bool UnaryBackwardT(int op, const T* HWY_RESTRICT x, const T* HWY_RESTRICT y, co
     }
     case 11:  // silu: s (1 + x (1 - s)), s = sigmoid(x)
       NG_UNARY_BACKWARD_LOOP(([&] {
-        const auto sg = hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(vx))));
+        const auto sg = hn::Div(one, hn::Add(one, ExpAll(d, hn::Neg(vx))));
         return hn::Mul(sg, hn::Add(one, hn::Mul(vx, hn::Sub(one, sg))));
       }()));
       return true;

@@ -101,7 +101,7 @@ inline T un_apply(Un op, T x, T p0, T p1) {
     case Un::pow: return std::pow(x, p0);
     case Un::clamp: return x < p0 ? p0 : (x > p1 ? p1 : x);  // nan passes through
     case Un::square: return x * x;
-    case Un::relu: return x > T(0) ? x : T(0);
+    case Un::relu: return x <= T(0) ? T(0) : x;  // NaN stays NaN, as in PyTorch (x > 0 ? x : 0 gave 0)
     case Un::gelu: return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x)));
     case Un::silu: return x / (T(1) + std::exp(-x));
     case Un::sigmoid: return T(1) / (T(1) + std::exp(-x));
@@ -122,7 +122,7 @@ inline T un_derivative(Un op, T x, T y, T p0, T p1) {
     case Un::sqrt: return T(0.5) / y;                     // d x^(1/2) = 1 / (2 sqrt x)
     case Un::rsqrt: return T(-0.5) * y * y * y;           // d x^(-1/2) = -1/2 x^(-3/2) = -y^3 / 2
     case Un::abs: return x > 0 ? T(1) : (x < 0 ? T(-1) : T(0));
-    case Un::pow: return p0 * std::pow(x, p0 - T(1));     // d x^p = p x^(p-1)
+    case Un::pow: return p0 == T(0) ? T(0) : p0 * std::pow(x, p0 - T(1));  // p x^(p-1); x^0 = 1 (not 0 * inf)
     case Un::clamp: return (x >= p0 && x <= p1) ? T(1) : T(0);
     case Un::square: return T(2) * x;
     case Un::relu: return x > T(0) ? T(1) : T(0);
@@ -382,6 +382,8 @@ Tensor square(const Tensor& x) { return unary(x, Un::square, "square", "SquareBa
 Tensor pow(const Tensor& x, double p) { return unary(x, Un::pow, "pow", "PowBackward", p); }
 // clang-format on
 Tensor clamp(const Tensor& x, double lo, double hi) {
+  NG_CHECK(!std::isnan(lo) && !std::isnan(hi), "clamp", "expected bounds that are numbers, got lo = ", lo,
+           " and hi = ", hi);
   NG_CHECK(!(lo > hi), "clamp", "expected lo <= hi, got lo = ", lo, " and hi = ", hi);
   return unary(x, Un::clamp, "clamp", "ClampBackward", lo, hi);
 }
