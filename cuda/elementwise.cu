@@ -108,7 +108,7 @@ __device__ __forceinline__ A unary_derivative(UnaryOp op, A x, A y, A p0, A p1) 
     case UnaryOp::square:
       return A(2) * x;
     case UnaryOp::relu:
-      return x > A(0) ? A(1) : A(0);
+      return x <= A(0) ? A(0) : A(1);  // 1 at NaN, as on the CPU
     case UnaryOp::gelu: {
       const A u = A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x);
       const A t = tanh(u);

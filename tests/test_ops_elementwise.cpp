@@ -270,7 +270,7 @@ TEST(Elementwise, ExpSigmoidSiluAreRightOverTheWholeRangeOnEveryTarget) {
   EXPECT_GE(ran, 1);
 }
 
-// relu passes a NaN on (PyTorch does; `x > 0 ? x : 0` gave 0 and hid it), and its gradient there is 0;
+// relu passes a NaN on (PyTorch does; `x > 0 ? x : 0` gave 0 and hid it), and so does its gradient;
 // pow(x, 0) is 1 everywhere, so its gradient is 0, also at x = 0 (0 * 0^-1 gave NaN).
 TEST(Elementwise, ReluPassesNaNAndPowZeroHasGradientZero) {
   for_each_target([&] {
@@ -284,11 +284,17 @@ TEST(Elementwise, ReluPassesNaNAndPowZeroHasGradientZero) {
         for (size_t i = 0; i < 40; ++i)
           EXPECT_EQ(std::isnan(y[i]), std::isnan(src[i])) << dtype_name(dt) << " value " << i;
       }
-      Tensor xr = x.detach().requires_grad_();
-      sum(relu(xr)).backward();
-      const std::vector<double> g = xr.grad().to_vector<double>();
-      EXPECT_EQ(g[3], 0.0);
-      EXPECT_EQ(g[5], 1.0);
+      for (bool contiguous_dout : {false, true}) {  // sum's dout has stride 0: the scalar loop; else SIMD
+        Tensor xr = x.detach().requires_grad_();
+        if (contiguous_dout)
+          relu(xr).backward(ones(xr.shape(), dt));
+        else
+          sum(relu(xr)).backward();
+        const std::vector<double> g = xr.grad().to_vector<double>();
+        EXPECT_EQ(g[3], 1.0);  // through a NaN, as PyTorch's threshold_backward (result <= 0 ? 0 : dout)
+        EXPECT_EQ(g[5], 1.0);
+        EXPECT_EQ(g[0], 0.0);
+      }
 
       Tensor p =
           from_vector(std::vector<double>{0.0, 2.0, -3.0}, Shape{3}, DType::f64).to(dt).requires_grad_();

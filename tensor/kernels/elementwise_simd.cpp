@@ -104,7 +104,7 @@ bool UnaryT(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n) {
 // ops/elementwise.cpp (the scalar reference), written with the same operations in the same order, and the
 // product with dout last, as there: so relu, exp, neg, sqrt, rsqrt, abs, square, sigmoid and tanh give the
 // reference's bits, and gelu and silu differ only where Highway's tanh / exp differ from the C library's
-// (a few ulp). Note relu: dout * (x > 0 ? 1 : 0), not a select of dout, so a NaN or inf dout still gives
+// (a few ulp). Note relu: dout * (x <= 0 ? 0 : 1), not a select of dout, so a NaN or inf dout still gives
 // NaN where x <= 0, as the reference does (anomaly detection relies on it).
 template <typename T>
 bool UnaryBackwardT(int op, const T* HWY_RESTRICT x, const T* HWY_RESTRICT y, const T* HWY_RESTRICT dout,
@@ -143,7 +143,7 @@ bool UnaryBackwardT(int op, const T* HWY_RESTRICT x, const T* HWY_RESTRICT y, co
       NG_UNARY_BACKWARD_LOOP(hn::IfThenElse(hn::Gt(vx, zero), one, hn::IfThenElseZero(hn::Lt(vx, zero), hn::Neg(one))));
       return true;
     case 8: NG_UNARY_BACKWARD_LOOP(hn::Mul(hn::Set(d, T(2)), vx)); return true;   // square: 2x
-    case 9: NG_UNARY_BACKWARD_LOOP(hn::IfThenElseZero(hn::Gt(vx, zero), one)); return true;  // relu
+    case 9: NG_UNARY_BACKWARD_LOOP(hn::IfThenZeroElse(hn::Le(vx, zero), one)); return true;  // relu
     case 10: {  // gelu: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3))
       const auto k = hn::Set(d, T(0.7978845608028654)), c = hn::Set(d, T(0.044715));
       const auto c3 = hn::Set(d, T(3 * 0.044715));

@@ -125,7 +125,7 @@ inline T un_derivative(Un op, T x, T y, T p0, T p1) {
     case Un::pow: return p0 == T(0) ? T(0) : p0 * std::pow(x, p0 - T(1));  // p x^(p-1); x^0 = 1 (not 0 * inf)
     case Un::clamp: return (x >= p0 && x <= p1) ? T(1) : T(0);
     case Un::square: return T(2) * x;
-    case Un::relu: return x > T(0) ? T(1) : T(0);
+    case Un::relu: return x <= T(0) ? T(0) : T(1);  // 1 at NaN, as PyTorch (the forward passes it on)
     case Un::gelu: {
       // y = 0.5 x (1 + t), t = tanh(u), u = k (x + c x^3)
       // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
