@@ -1,8 +1,9 @@
 // cross_entropy: log-softmax and negative log-likelihood fused into one op.
 //
 //   logits: (..., V)   targets: (...) i64, each in [0, V) or equal to ignore_index
-//   loss = (1 / n) sum_{rows r with t_r != ignore_index} ( lse_r - x_{r, t_r} ),   lse_r = log sum_v
-//   exp(x_{r,v}) n = the number of non-ignored rows.
+//   loss  = (1 / n) sum_{rows r with t_r != ignore_index} ( lse_r - x_{r, t_r} )
+//   lse_r = log sum_v exp(x_{r, v})
+//   n     = the number of non-ignored rows
 //
 // All targets ignored (n = 0): the loss is defined here as 0 and its gradient as 0 (PyTorch returns nan,
 // 0/0). A batch made only of padding then contributes nothing instead of poisoning the weights with nan.
