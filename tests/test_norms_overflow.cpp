@@ -80,68 +80,75 @@ double scaled_eps(double eps, double s) {
 
 TEST(NormOverflow, HugeGroupsGiveTheOutputOfTheSameGroupsScaledDown) {
   const double eps = 1e-5;
-  for (const Case& c : cases()) {
-    for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
-      for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
-        for (double s : huge_scales(dt)) {
-          const std::string what = c.name() + " " + dtype_name(dt) +
-                                   (impl == norms::Impl::fast ? " fast" : " ref") + " s=" + std::to_string(s);
-          const DType acc = dt == DType::f64 ? DType::f64 : DType::f32;
-          Generator gen(7);
-          // x1: randn + 3 (a mean to remove); every other group is multiplied by s
-          Tensor x1 = randn(c.shape, gen, DType::f64, 3.0, 1.0);
-          std::vector<double> v1 = x1.to_vector<double>(), big(v1.size()), small(v1.size());
-          for (size_t i = 0; i < v1.size(); ++i) {
-            const bool huge = c.group_of(int64_t(i)) % 2 == 0;
-            big[i] = huge ? v1[i] * s : v1[i];
-            small[i] = v1[i];
-          }
-          // the values as stored in dt, and the same values scaled back down (f64, exact up to one rounding)
-          Tensor x = from_vector(big, c.shape, DType::f64).to(dt);
-          Tensor x_small = from_vector(small, c.shape, DType::f64).to(dt);
-          std::vector<double> xs = x.to_vector<double>(), down(xs.size());
-          for (size_t i = 0; i < xs.size(); ++i)
-            down[i] = c.group_of(int64_t(i)) % 2 == 0 ? xs[i] / s : xs[i];
-
-          const int64_t na = c.shape[1];
-          Tensor w = randn({na}, gen, acc, 1.0, 0.5),
-                 b = c.kind == Kind::rms ? Tensor() : randn({na}, gen, acc);
-          norms::NormStats got = forward(c, x, w, b, eps, impl);
-          norms::NormStats want =
-              forward(c, from_vector(down, c.shape, DType::f64), w.to(DType::f64),
-                      b.defined() ? b.to(DType::f64) : Tensor(), scaled_eps(eps, s), norms::Impl::reference);
-          norms::NormStats plain = forward(c, x_small, w, b, eps, impl);  // the groups that do not overflow
-
-          const std::vector<double> y = got.y.to_vector<double>(), yw = want.y.to_vector<double>();
-          const std::vector<double> yp = plain.y.to_vector<double>();
-          const double tol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 2e-5 : 2e-2;  // y is O(1)
-          int64_t checked = 0;
-          for (size_t i = 0; i < y.size(); ++i) {
-            if (c.group_of(int64_t(i)) % 2 == 0) {
-              ASSERT_NEAR(y[i], yw[i], tol * (1 + std::abs(yw[i]))) << what << " huge group, value " << i;
-              ++checked;
-            } else {
-              ASSERT_EQ(y[i], yp[i]) << what
-                                     << " a group that does not overflow must keep the kernel's bits, " << i;
+  // every SIMD target: the kernels and the check of their rstd (wide_stats.cpp) are compiled for each
+  const int ran = ng::testing::for_each_target([&] {
+    for (const Case& c : cases()) {
+      for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+        for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+          for (double s : huge_scales(dt)) {
+            const std::string what = c.name() + " " + dtype_name(dt) +
+                                     (impl == norms::Impl::fast ? " fast" : " ref") +
+                                     " s=" + std::to_string(s);
+            const DType acc = dt == DType::f64 ? DType::f64 : DType::f32;
+            Generator gen(7);
+            // x1: randn + 3 (a mean to remove); every other group is multiplied by s
+            Tensor x1 = randn(c.shape, gen, DType::f64, 3.0, 1.0);
+            std::vector<double> v1 = x1.to_vector<double>(), big(v1.size()), small(v1.size());
+            for (size_t i = 0; i < v1.size(); ++i) {
+              const bool huge = c.group_of(int64_t(i)) % 2 == 0;
+              big[i] = huge ? v1[i] * s : v1[i];
+              small[i] = v1[i];
             }
-          }
-          EXPECT_GT(checked, 0) << what;
+            // the values as stored in dt, and the same values scaled back down (f64, exact up to one
+            // rounding)
+            Tensor x = from_vector(big, c.shape, DType::f64).to(dt);
+            Tensor x_small = from_vector(small, c.shape, DType::f64).to(dt);
+            std::vector<double> xs = x.to_vector<double>(), down(xs.size());
+            for (size_t i = 0; i < xs.size(); ++i)
+              down[i] = c.group_of(int64_t(i)) % 2 == 0 ? xs[i] / s : xs[i];
 
-          // the saved statistics: mean = s * mean(x1), rstd = rstd(x1) / s, both finite
-          const std::vector<double> rs = got.rstd.to_vector<double>(), rsw = want.rstd.to_vector<double>();
-          for (size_t g = 0; g < rs.size(); g += 2) {
-            ASSERT_TRUE(std::isfinite(rs[g]) && rs[g] > 0) << what << " group " << g;
-            ASSERT_NEAR(rs[g] * s, rsw[g], 1e-4 * rsw[g]) << what << " rstd of group " << g;
-          }
-          if (c.kind != Kind::rms) {
-            const std::vector<double> mu = got.mean.to_vector<double>(), muw = want.mean.to_vector<double>();
-            for (size_t g = 0; g < mu.size(); g += 2)
-              ASSERT_NEAR(mu[g] / s, muw[g], 1e-5 * std::abs(muw[g])) << what << " mean of group " << g;
+            const int64_t na = c.shape[1];
+            Tensor w = randn({na}, gen, acc, 1.0, 0.5),
+                   b = c.kind == Kind::rms ? Tensor() : randn({na}, gen, acc);
+            norms::NormStats got = forward(c, x, w, b, eps, impl);
+            norms::NormStats want = forward(c, from_vector(down, c.shape, DType::f64), w.to(DType::f64),
+                                            b.defined() ? b.to(DType::f64) : Tensor(), scaled_eps(eps, s),
+                                            norms::Impl::reference);
+            norms::NormStats plain = forward(c, x_small, w, b, eps, impl);  // the groups that do not overflow
+
+            const std::vector<double> y = got.y.to_vector<double>(), yw = want.y.to_vector<double>();
+            const std::vector<double> yp = plain.y.to_vector<double>();
+            const double tol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 2e-5 : 2e-2;  // y is O(1)
+            int64_t checked = 0;
+            for (size_t i = 0; i < y.size(); ++i) {
+              if (c.group_of(int64_t(i)) % 2 == 0) {
+                ASSERT_NEAR(y[i], yw[i], tol * (1 + std::abs(yw[i]))) << what << " huge group, value " << i;
+                ++checked;
+              } else {
+                ASSERT_EQ(y[i], yp[i])
+                    << what << " a group that does not overflow must keep the kernel's bits, " << i;
+              }
+            }
+            EXPECT_GT(checked, 0) << what;
+
+            // the saved statistics: mean = s * mean(x1), rstd = rstd(x1) / s, both finite
+            const std::vector<double> rs = got.rstd.to_vector<double>(), rsw = want.rstd.to_vector<double>();
+            for (size_t g = 0; g < rs.size(); g += 2) {
+              ASSERT_TRUE(std::isfinite(rs[g]) && rs[g] > 0) << what << " group " << g;
+              ASSERT_NEAR(rs[g] * s, rsw[g], 1e-4 * rsw[g]) << what << " rstd of group " << g;
+            }
+            if (c.kind != Kind::rms) {
+              const std::vector<double> mu = got.mean.to_vector<double>(),
+                                        muw = want.mean.to_vector<double>();
+              for (size_t g = 0; g < mu.size(); g += 2)
+                ASSERT_NEAR(mu[g] / s, muw[g], 1e-5 * std::abs(muw[g])) << what << " mean of group " << g;
+            }
           }
         }
       }
     }
-  }
+  });
+  EXPECT_GE(ran, 1);
 }
 
 // Through autograd: the forward as above, and dx = dx(x1) / s, dweight and dbias those of x1, with every
