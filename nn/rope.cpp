@@ -12,7 +12,7 @@ namespace ng {
 
 RopeTables rope_tables(int64_t T, int64_t HS, double theta, DType dtype) {
   NG_CHECK(HS > 0 && HS % 2 == 0, "rope", "head size must be even, got ", HS);
-  NG_CHECK(theta > 0, "rope", "expected theta > 0, got ", theta);
+  NG_CHECK(theta > 0 && std::isfinite(theta), "rope", "expected a finite theta > 0, got ", theta);
   const int64_t half = HS / 2;
   std::vector<double> c(size_t(T * half)), s(size_t(T * half));
   for (int64_t t = 0; t < T; ++t)

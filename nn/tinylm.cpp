@@ -66,6 +66,9 @@ void TinyLMConfig::validate() const {
            position, "', expected rope, learned or none");
   NG_CHECK(position != "learned" || max_seq_len > 0, op, "learned positions need max_seq_len > 0");
   NG_CHECK(dropout >= 0 && dropout < 1, op, "dropout must be in [0, 1), got ", dropout);
+  // checked here, not only at the first forward (rope_tables): a checkpoint's config is refused on load
+  NG_CHECK(position != "rope" || (rope_theta > 0 && std::isfinite(rope_theta)), op,
+           "rope_theta must be finite and > 0, got ", rope_theta);
 }
 
 // ---- JSON: every field, by its C++ name ----------------------------------------------------------------

@@ -102,6 +102,9 @@ TEST(Rope, Errors) {
         << e.what();
   }
   expect_error([] { rope_tables(4, 5, 1e6, DType::f32); }, {"rope: head size must be even, got 5"});
+  expect_error([] { rope_tables(4, 4, INFINITY, DType::f32); },
+               {"rope: expected a finite theta > 0, got inf"});
+  expect_error([] { rope_tables(4, 4, -2.0, DType::f32); }, {"rope: expected a finite theta > 0, got -2"});
   expect_error(
       [&] {
         apply_rope(zeros({1, 4, 2, 4}, DType::f64), tables.cos, tables.sin);

@@ -83,6 +83,13 @@ TEST(TinyLM, ConfigJsonRoundTripAndErrors) {
                {"TinyLMConfig::from_json: invalid JSON", "parse error at line 1, column 3"});
   auto bad = tiny(0);
   expect_error([&] { nn::TinyLM{bad}; }, {"TinyLMConfig: vocab_size must be > 0, got 0"});
+  // rope_theta: a negative one made every rotation NaN at the first forward, inf none at all
+  for (double theta : {-1.0, 0.0, double(INFINITY), double(NAN)}) {
+    auto bt = tiny(5);
+    bt.position = "rope";
+    bt.rope_theta = theta;
+    expect_error([&] { nn::TinyLM{bt}; }, {"TinyLMConfig: rope_theta must be finite and > 0"});
+  }
 }
 
 TEST(TinyLM, GradcheckLossWithRespectToEveryParameter) {
