@@ -31,8 +31,10 @@ void Adam::check_options() const {
   const char* op = decoupled_ ? "AdamW" : "Adam";
   NG_CHECK(options.beta1 >= 0 && options.beta1 < 1, op, "expected 0 <= beta1 < 1, got ", options.beta1);
   NG_CHECK(options.beta2 >= 0 && options.beta2 < 1, op, "expected 0 <= beta2 < 1, got ", options.beta2);
-  NG_CHECK(options.eps >= 0, op, "expected eps >= 0, got ", options.eps);
-  NG_CHECK(options.weight_decay >= 0, op, "expected weight_decay >= 0, got ", options.weight_decay);
+  NG_CHECK(options.eps >= 0 && std::isfinite(options.eps), op, "expected a finite eps >= 0, got ",
+           options.eps);
+  NG_CHECK(options.weight_decay >= 0 && std::isfinite(options.weight_decay), op,
+           "expected a finite weight_decay >= 0, got ", options.weight_decay);
 }
 
 std::map<std::string, double> Adam::hyperparameters() const {
@@ -46,6 +48,7 @@ std::map<std::string, double> Adam::hyperparameters() const {
 void Adam::step() {
   NoGradGuard no_grad;
   const std::string op = type_name() + ".step";
+  check_lr(op.c_str());
   const double beta1 = options.beta1, beta2 = options.beta2, eps = options.eps, wd = options.weight_decay;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;

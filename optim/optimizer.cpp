@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -16,7 +17,7 @@ nn::NamedTensors name_them(const std::vector<Tensor>& params) {
 }  // namespace
 
 Optimizer::Optimizer(nn::NamedTensors params, double lr_) : lr(lr_), params_(std::move(params)) {
-  NG_CHECK(lr >= 0, "Optimizer", "expected a learning rate >= 0, got ", lr);
+  check_lr("Optimizer");
   std::set<std::string> seen;
   std::set<const TensorImpl*> seen_tensors;
   for (auto& [name, p] : params_) {
@@ -32,6 +33,10 @@ Optimizer::Optimizer(nn::NamedTensors params, double lr_) : lr(lr_), params_(std
 }
 
 Optimizer::Optimizer(const std::vector<Tensor>& params, double lr_) : Optimizer(name_them(params), lr_) {}
+
+void Optimizer::check_lr(const char* op) const {
+  NG_CHECK(lr >= 0 && std::isfinite(lr), op, "expected a finite learning rate >= 0, got ", lr);
+}
 
 void Optimizer::zero_grad() {
   for (auto& [_, p] : params_) p.zero_grad();

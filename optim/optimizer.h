@@ -40,7 +40,7 @@ class Optimizer {
 
   void zero_grad();  // drop every parameter's .grad
 
-  double lr;  // the learning rate of the next step(); LR schedules write it
+  double lr;  // the learning rate of the next step(); LR schedules write it (step() checks it: finite, >= 0)
 
   const nn::NamedTensors& named_parameters() const { return params_; }
   const std::vector<ParamState>& state() const { return state_; }
@@ -53,6 +53,9 @@ class Optimizer {
   virtual std::vector<std::string> buffer_names() const = 0;
   // The parameter's buffer `name`, created as zeros on first use.
   Tensor& buffer(size_t i, const std::string& name);
+  // lr must be finite and >= 0: checked at construction and by every step(), since a schedule or the caller
+  // writes it between steps (a NaN or inf one would turn every parameter into NaN without a word).
+  void check_lr(const char* op) const;
 
   nn::NamedTensors params_;
   std::vector<ParamState> state_;

@@ -8,16 +8,25 @@
 
 namespace ng::optim {
 
+// base_lr and min_lr finite and >= 0 (NaN refused), as an optimizer's lr
+static void check_rate(double v, const char* name, const char* op) {
+  NG_CHECK(v >= 0 && std::isfinite(v), op, "expected a finite ", name, " >= 0, got ", v);
+}
+
 LRSchedule constant_lr(double base_lr) {
+  check_rate(base_lr, "base_lr", "constant_lr");
   return LRSchedule{"constant", base_lr, 0, 0, 0.0};
 }
 
 LRSchedule linear_warmup(double base_lr, int64_t warmup_steps) {
+  check_rate(base_lr, "base_lr", "linear_warmup");
   NG_CHECK(warmup_steps >= 0, "linear_warmup", "expected warmup_steps >= 0, got ", warmup_steps);
   return LRSchedule{"linear_warmup", base_lr, warmup_steps, 0, 0.0};
 }
 
 LRSchedule cosine_with_warmup(double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr) {
+  check_rate(base_lr, "base_lr", "cosine_with_warmup");
+  check_rate(min_lr, "min_lr", "cosine_with_warmup");
   NG_CHECK(warmup_steps >= 0 && total_steps > warmup_steps, "cosine_with_warmup",
            "expected 0 <= warmup_steps < total_steps, got warmup_steps ", warmup_steps, " and total_steps ",
            total_steps);

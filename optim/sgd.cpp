@@ -1,5 +1,7 @@
 #include "optim/sgd.h"
 
+#include <cmath>
+
 #include "autograd/grad_mode.h"
 #include "tensor/parallel.h"
 
@@ -13,8 +15,13 @@ SGD::SGD(const std::vector<Tensor>& params, const SGDOptions& o) : Optimizer(par
 }
 
 void SGD::check_options() const {
-  NG_CHECK(options.momentum >= 0, "SGD", "expected momentum >= 0, got ", options.momentum);
-  NG_CHECK(options.weight_decay >= 0, "SGD", "expected weight_decay >= 0, got ", options.weight_decay);
+  // finite, and NaN refused (every comparison with NaN is false): a NaN one made every parameter NaN
+  NG_CHECK(options.momentum >= 0 && std::isfinite(options.momentum), "SGD",
+           "expected a finite momentum >= 0, got ", options.momentum);
+  NG_CHECK(options.dampening >= 0 && options.dampening <= 1, "SGD", "expected 0 <= dampening <= 1, got ",
+           options.dampening);
+  NG_CHECK(options.weight_decay >= 0 && std::isfinite(options.weight_decay), "SGD",
+           "expected a finite weight_decay >= 0, got ", options.weight_decay);
   NG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0), "SGD",
            "nesterov needs momentum > 0 and dampening = 0, got momentum ", options.momentum,
            " and dampening ", options.dampening);
@@ -34,6 +41,7 @@ std::vector<std::string> SGD::buffer_names() const {
 }
 
 void SGD::step() {
+  check_lr("SGD.step");
   NoGradGuard no_grad;
   const double momentum = options.momentum, dampening = options.dampening, wd = options.weight_decay;
   const bool nesterov = options.nesterov;

@@ -200,6 +200,39 @@ TEST(OptimErrors, BadOptionsAndParams) {
   Tensor h = zeros({2}, DType::f16).requires_grad_();
   expect_error([&] { optim::SGD(std::vector<Tensor>{h}); },
                {"Optimizer: parameter '0' has dtype f16, expected f32 or f64"});
+
+  // Every rate and coefficient must be a finite number in its range: NaN (which fails every comparison)
+  // and inf were accepted, and made the parameters NaN at the first step without a word.
+  const std::vector<Tensor> ps{p};
+  for (double bad : {double(NAN), double(INFINITY), -1.0}) {
+    SCOPED_TRACE(bad);
+    expect_error([&] { optim::SGD(ps, {.lr = bad}); }, {"Optimizer: expected a finite learning rate >= 0"});
+    expect_error([&] { optim::Adam(ps, {.lr = bad}); }, {"Optimizer: expected a finite learning rate >= 0"});
+    expect_error([&] { optim::SGD(ps, {.lr = 0.1, .momentum = bad}); },
+                 {"SGD: expected a finite momentum >= 0"});
+    expect_error([&] { optim::SGD(ps, {.lr = 0.1, .dampening = bad}); },
+                 {"SGD: expected 0 <= dampening <= 1"});
+    expect_error([&] { optim::SGD(ps, {.lr = 0.1, .weight_decay = bad}); },
+                 {"SGD: expected a finite weight_decay >= 0"});
+    expect_error([&] { optim::Adam(ps, {.eps = bad}); }, {"Adam: expected a finite eps >= 0"});
+    expect_error([&] { optim::Adam(ps, {.weight_decay = bad}); },
+                 {"Adam: expected a finite weight_decay >= 0"});
+    expect_error([&] { optim::constant_lr(bad); }, {"constant_lr: expected a finite base_lr >= 0"});
+    expect_error([&] { optim::linear_warmup(bad, 10); }, {"linear_warmup: expected a finite base_lr >= 0"});
+    expect_error([&] { optim::cosine_with_warmup(bad, 1, 10); },
+                 {"cosine_with_warmup: expected a finite base_lr"});
+    expect_error([&] { optim::cosine_with_warmup(1e-3, 1, 10, bad); },
+                 {"cosine_with_warmup: expected a finite min_lr >= 0"});
+    // lr is a public field that schedules write between steps: step() checks it, before touching anything
+    set_grad(p, {1.0});
+    optim::Adam adam(ps);
+    optim::SGD sgd(ps, {.lr = 0.1});
+    adam.lr = bad;
+    sgd.lr = bad;
+    expect_error([&] { adam.step(); }, {"Adam.step: expected a finite learning rate >= 0"});
+    expect_error([&] { sgd.step(); }, {"SGD.step: expected a finite learning rate >= 0"});
+    expect_values(p, {1.0}, 0);
+  }
 }
 
 TEST(ClipGradNorm, ReturnsTotalNormAndClips) {
