@@ -1,6 +1,7 @@
 #include "tensor/random.h"
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/grad_mode.h"
 #include "tensor/parallel.h"
@@ -60,7 +61,10 @@ Tensor fill_random(const Shape& shape, DType dtype, Generator& gen, int64_t per_
 
 Tensor uniform(const Shape& shape, double lo, double hi, Generator& gen, DType dtype) {
   NG_CHECK(is_floating(dtype), "uniform", "expected a floating dtype, got ", dtype_name(dtype));
-  NG_CHECK(lo <= hi, "uniform", "expected lo <= hi, got ", lo, " and ", hi);
+  NG_CHECK(lo <= hi, "uniform", "expected lo <= hi, got ", lo, " and ", hi);  // NaN fails it too
+  // an infinite bound, or a span past the largest double, would give inf or NaN values (PyTorch refuses both)
+  NG_CHECK(std::isfinite(hi - lo), "uniform", "expected finite bounds less than ",
+           std::numeric_limits<double>::max(), " apart, got ", lo, " and ", hi);
   // Two values per block, 53 bits each.
   return fill_random(shape, dtype, gen, 2, [lo, hi]<typename T>(const std::array<uint32_t, 4>& r, int lane) {
     double u = to_unit(r[2 * lane], r[2 * lane + 1]);
@@ -72,6 +76,10 @@ Tensor rand(const Shape& shape, Generator& gen, DType dtype) { return uniform(sh
 
 Tensor randn(const Shape& shape, Generator& gen, DType dtype, double mean, double std) {
   NG_CHECK(is_floating(dtype), "randn", "expected a floating dtype, got ", dtype_name(dtype));
+  // a negative std is a sign error, a NaN or inf one (or mean) fills the tensor with NaN or inf (PyTorch
+  // refuses std < 0 and NaN)
+  NG_CHECK(std >= 0 && std::isfinite(std) && std::isfinite(mean), "randn",
+           "expected a finite mean and a finite std >= 0, got mean ", mean, " and std ", std);
   // Box-Muller: one normal per block from two uniforms u1 in (0, 1], u2 in [0, 1).
   return fill_random(shape, dtype, gen, 1, [mean, std]<typename T>(const std::array<uint32_t, 4>& r, int) {
     double u1 = 1.0 - to_unit(r[0], r[1]);
@@ -83,15 +91,18 @@ Tensor randn(const Shape& shape, Generator& gen, DType dtype, double mean, doubl
 
 Tensor randint(int64_t lo, int64_t hi, const Shape& shape, Generator& gen) {
   NG_CHECK(lo < hi, "randint", "expected lo < hi, got ", lo, " and ", hi);
-  uint64_t range = uint64_t(hi - lo);
+  // hi - lo in uint64_t: as int64_t it overflows (undefined) for a range wider than 2^63, e.g. the whole i64
+  const uint64_t range = uint64_t(hi) - uint64_t(lo);
   return fill_random(shape, DType::i64, gen, 2, [lo, range]<typename T>(const std::array<uint32_t, 4>& r, int lane) {
     // 64 random bits reduced by multiply-high (bias < range / 2^64, negligible).
     uint64_t bits = uint64_t(r[2 * lane + 1]) << 32 | r[2 * lane];
     unsigned __int128 m = (unsigned __int128)bits * range;
+    const int64_t v =
+        int64_t(uint64_t(lo) + uint64_t(m >> 64));  // lo + offset, in [lo, hi), without overflow
     if constexpr (std::is_same_v<T, int64_t>)
-      return lo + int64_t(m >> 64);
+      return v;
     else
-      return from_double<T>(double(lo + int64_t(m >> 64)));
+      return from_double<T>(double(v));
   });
 }
 

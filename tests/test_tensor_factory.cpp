@@ -72,6 +72,23 @@ TEST(Random, StatisticsAndRanges) {
   for (double v : t.to_vector<double>()) ASSERT_LT(std::abs(v), 0.1);
 }
 
+// randint over ranges wider than 2^63 (hi - lo once overflowed int64_t: undefined behaviour, which UBSan
+// in the asan preset reports if it comes back): the values stay in [lo, hi) and use the whole range.
+TEST(Random, RandintOverTheWholeI64Range) {
+  Generator g(5);
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  const std::vector<int64_t> v = randint(lo, hi, {4000}, g).to_vector<int64_t>();
+  int64_t negative = 0;
+  for (int64_t x : v) {
+    EXPECT_LT(x, hi);
+    negative += x < 0;
+  }
+  EXPECT_GT(negative, 1800);  // about half below zero (4000 draws: 2000 +- 32)
+  EXPECT_LT(negative, 2200);
+  const std::vector<int64_t> top = randint(hi - 3, hi, {200}, g).to_vector<int64_t>();
+  for (int64_t x : top) EXPECT_TRUE(x >= hi - 3 && x < hi) << x;
+}
+
 TEST(Random, SameSeedSameTensorsAtOneAndTwoThreads) {
   std::vector<Tensor> r1, r2;
   for (int threads : {1, 2}) {
@@ -133,6 +150,18 @@ TEST(Factory, Errors) {
   expect_error([&] { rand({2}, g, DType::i64); }, {"uniform: expected a floating dtype, got i64"});
   expect_error([&] { randn({2}, g, DType::i64); }, {"randn: expected a floating dtype, got i64"});
   expect_error([&] { randint(3, 3, {2}, g); }, {"randint: expected lo < hi, got 3 and 3"});
+  // NaN, inf and negative spreads were accepted and filled the tensor with NaN or inf, or flipped the sign
+  for (double bad : {double(NAN), double(INFINITY), -1.0}) {
+    SCOPED_TRACE(bad);
+    expect_error([&] { randn({2}, g, DType::f32, 0.0, bad); },
+                 {"randn: expected a finite mean and a finite std >= 0"});
+    Tensor w = zeros({2});
+    expect_error([&] { normal_(w, 0.0, bad, g); }, {"randn: expected a finite mean and a finite std >= 0"});
+  }
+  expect_error([&] { randn({2}, g, DType::f32, double(INFINITY), 1.0); }, {"randn: expected a finite mean"});
+  expect_error([&] { uniform({2}, 0.0, double(INFINITY), g); }, {"uniform: expected finite bounds"});
+  expect_error([&] { uniform({2}, -1e308, 1e308, g); }, {"uniform: expected finite bounds"});
+  expect_error([&] { uniform({2}, double(NAN), 1.0, g); }, {"uniform: expected lo <= hi, got nan and 1"});
   expect_error([] { zeros({2}).item(); }, {"item: expected a tensor with one element, got shape (2)"});
   expect_error([] { Tensor().shape(); }, {"Tensor: use of an undefined tensor"});
   // Without the CUDA backend the core refuses; with it, the backend reports why (e.g. no driver/GPU here).
