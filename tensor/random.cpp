@@ -97,8 +97,8 @@ Tensor randint(int64_t lo, int64_t hi, const Shape& shape, Generator& gen) {
     // 64 random bits reduced by multiply-high (bias < range / 2^64, negligible).
     uint64_t bits = uint64_t(r[2 * lane + 1]) << 32 | r[2 * lane];
     unsigned __int128 m = (unsigned __int128)bits * range;
-    const int64_t v =
-        int64_t(uint64_t(lo) + uint64_t(m >> 64));  // lo + offset, in [lo, hi), without overflow
+    // lo + offset, in [lo, hi), added unsigned so that it cannot overflow
+    const int64_t v = int64_t(uint64_t(lo) + uint64_t(m >> 64));
     if constexpr (std::is_same_v<T, int64_t>)
       return v;
     else

@@ -138,7 +138,7 @@ void batch_norm_forward_reference(const T* x, const A* w, const A* b, T* y, cons
       mean[c] = shift + d;
     }
     double rs = norm_math::rstd_from_var(var[c], eps);
-    if (!mean_in && stats_overflowed(mean[c], rs))
+    if (!mean_in && (rstd_unusable(rs) || !std::isfinite(mean[c])))
       batch_norm_channel_scaled(x, N, C, S, c, eps, mean[c], var[c], rs);
     rstd[c] = A(rs);
     for (int64_t i = 0; i < M; ++i) {
@@ -1027,7 +1027,7 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
           var[c0 + c] = m2[c] / count;
         }
         for (int64_t c = c0; c < c1; ++c)
-          if (stats_overflowed(mean[c], 1.0 / std::sqrt(var[c] + eps)))
+          if (!std::isfinite(mean[c]) || !std::isfinite(var[c]))  // rstd would be 0 or NaN
             batch_norm_channel_scaled(px, N, C, S, c, eps, mean[c], var[c], wide_rs[c]);
         finish(c0, c1);
       });

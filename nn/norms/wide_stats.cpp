@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "hwy/highway.h"
+#include "nn/norms/wide_stats.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ng::norms::HWY_NAMESPACE {
@@ -32,7 +33,7 @@ HWY_INLINE bool AnyUnusableRstd(const A* HWY_RESTRICT rstd, int64_t count) {
     bad = hn::Or(bad, hn::Not(hn::And(hn::Gt(v, zero), hn::Lt(v, inf))));
   }
   bool any = !hn::AllFalse(d, bad);
-  for (; r < count; ++r) any |= !(rstd[r] > A(0) && rstd[r] <= std::numeric_limits<A>::max());
+  for (; r < count; ++r) any |= rstd_unusable(rstd[r]);
   return any;
 }
 
@@ -47,8 +48,6 @@ bool AnyUnusableRstdF64(const double* rstd, int64_t count) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "nn/norms/wide_stats.h"
-
 namespace ng::norms {
 
 HWY_EXPORT(AnyUnusableRstdF32);

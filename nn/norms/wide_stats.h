@@ -44,18 +44,17 @@
 
 namespace ng::norms {
 
-// True when a group's saved statistics say its arithmetic overflowed or it saw a NaN or inf. (NaN fails
-// every comparison, so it is caught too.) RMSNorm, which saves no mean, passes mean = 0.
+// True when a group's saved rstd says its arithmetic overflowed or it saw a NaN or inf: rstd is not a
+// positive finite number (NaN fails every comparison, so it is caught too).
 template <typename A>
-inline bool stats_overflowed(A mean, A rstd) {
-  constexpr A kMax = std::numeric_limits<A>::max();
-  return !(rstd > A(0) && rstd <= kMax && mean >= -kMax && mean <= kMax);
+inline bool rstd_unusable(A rstd) {
+  return !(rstd > A(0) && rstd <= std::numeric_limits<A>::max());
 }
 
-// Whether any of `count` saved rstd is unusable: not a positive finite number (the check of the groups a
-// kernel has just written; a mean that overflowed makes its rstd 0 or NaN too, see redo_overflowed_groups).
+// Whether any of `count` saved rstd is unusable (rstd_unusable; the check of the groups a kernel has just
+// written; a mean that overflowed makes its rstd 0 or NaN too, see redo_overflowed_groups).
 // Highway, one vector compare per lane-count of groups (wide_stats.cpp): GroupNorm's (N, C) kernels write a
-// group every 8 values at 16384 x 256, and a plain loop over stats_overflowed (~5 cycles a group) slowed that
+// group every 8 values at 16384 x 256, and a plain loop over rstd_unusable (~5 cycles a group) slowed that
 // forward from 0.43 to 0.84 ms (bf16, 2 threads); the compiler's SSE2 loop still cost 14%.
 bool any_unusable_rstd(const float* rstd, int64_t count);
 bool any_unusable_rstd(const double* rstd, int64_t count);
@@ -109,13 +108,13 @@ void redo_overflowed_groups(const T* x, T* y, A* mean, A* rstd, int64_t r0, int6
   // n = 256) is checked inline: the dispatched call itself cost 8% of that op.
   bool any = false;
   if (r1 - r0 < 16) {
-    for (int64_t r = r0; r < r1; ++r) any |= stats_overflowed(A(0), rstd[r]);
+    for (int64_t r = r0; r < r1; ++r) any |= rstd_unusable(rstd[r]);
   } else {
     any = any_unusable_rstd(rstd + r0, r1 - r0);
   }
   if (!any) return;
   for (int64_t r = r0; r < r1; ++r) {
-    if (!stats_overflowed(A(0), rstd[r])) continue;
+    if (!rstd_unusable(rstd[r])) continue;
     const T* xr = x + r * n;
     auto get = [&](int64_t i) { return double(load_acc<A>(xr[i])); };
     ScaledMoments m;
