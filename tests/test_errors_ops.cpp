@@ -66,7 +66,7 @@ TEST(ErrorsOps, InPlaceAddRejectsAnOperandThatCannotExpandToSelf) {
 
 TEST(ErrorsOps, MatmulRejectsInnerDimMismatchAndLowRank) {
   EXPECT_ERROR(matmul(ones({2, 3}), ones({4, 5})), "matmul: inner dimensions differ", "(2, 3)", "(4, 5)");
-  EXPECT_ERROR(matmul(ones({3}), ones({3, 2})), "matmul: expected tensors with at least 2 dims", "(3)");
+  EXPECT_ERROR(matmul(ones(Shape{}), ones({3, 2})), "matmul: expected tensors with at least 1 dim", "()");
   // Batch dims must broadcast.
   EXPECT_ERROR(matmul(ones({2, 2, 3}), ones({3, 3, 4})), "matmul: ", "(2)", "(3)");
 }

@@ -117,12 +117,53 @@ TEST(Matmul, LargeSameAtOneAndTwoThreads) {
   EXPECT_TRUE(bitwise_equal(c1, c2));
 }
 
+// 1-D operands take NumPy's and PyTorch's meaning: a vector a is the row (1, K), a vector b the column
+// (K, 1), and that dim is dropped from the result. Values by hand, the shapes of every form, the naive
+// product, and gradients to the vectors' own shapes.
+TEST(Matmul, VectorOperands) {
+  Tensor v = tensor({1.0, 2.0}, DType::f64);                            // (2)
+  Tensor a = tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}, DType::f64);  // (3, 2)
+  Tensor w = tensor({1.0, -1.0, 2.0}, DType::f64);                      // (3)
+  EXPECT_EQ(matmul(v, v).shape(), Shape{});
+  EXPECT_EQ(matmul(v, v).item(), 5.0);
+  EXPECT_EQ(matmul(a, v).shape(), Shape{3});
+  EXPECT_EQ(matmul(a, v).to_vector<double>(), (std::vector<double>{5, 11, 17}));
+  EXPECT_EQ(matmul(w, a).shape(), Shape{2});
+  EXPECT_EQ(matmul(w, a).to_vector<double>(), (std::vector<double>{8, 10}));  // 1 - 3 + 10, 2 - 4 + 12
+  Tensor batch = stack({a, mul(a, 2.0)}, 0);                                  // (2, 3, 2)
+  EXPECT_EQ(matmul(batch, v).shape(), (Shape{2, 3}));
+  EXPECT_EQ(matmul(batch, v).to_vector<double>(), (std::vector<double>{5, 11, 17, 10, 22, 34}));
+  EXPECT_EQ(matmul(w, batch).shape(), (Shape{2, 2}));
+  EXPECT_EQ(matmul(w, batch).to_vector<double>(), (std::vector<double>{8, 10, 16, 20}));
+  EXPECT_EQ(matmul_naive(batch, v).to_vector<double>(), matmul(batch, v).to_vector<double>());
+  EXPECT_EQ(matmul_naive(v, v).shape(), Shape{});
+
+  Generator g(7);
+  auto mm = [](auto& in) { return matmul(in[0], in[1]); };
+  expect_gradcheck(mm, {leaf({4}, g), leaf({4}, g)});
+  expect_gradcheck(mm, {leaf({3, 4}, g), leaf({4}, g)});
+  expect_gradcheck(mm, {leaf({4}, g), leaf({4, 5}, g)});
+  expect_gradcheck(mm, {leaf({2, 3, 4}, g), leaf({4}, g)});
+  expect_gradcheck(mm, {leaf({4}, g), leaf({2, 4, 3}, g)});
+  expect_gradcheck(mm, {noncontig_leaf({3, 4}, g), leaf({4}, g)});
+}
+
 TEST(Matmul, Errors) {
   expect_error(
       [] {
-        matmul(zeros({3}), zeros({3, 2}));
+        matmul(zeros(Shape{}), zeros({3, 2}));
       },
-      {"matmul: expected tensors with at least 2 dims, got shapes (3) and (3, 2)"});
+      {"matmul: expected tensors with at least 1 dim, got shapes () and (3, 2)"});
+  expect_error(
+      [] {
+        matmul(zeros({3}), zeros({4, 2}));
+      },
+      {"matmul: inner dimensions differ: a is (3), b is (4, 2)", "3 must equal b's second-to-last 4"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3}), zeros({4}));
+      },
+      {"matmul: inner dimensions differ: a is (2, 3), b is (4)", "3 must equal b's length 4"});
   expect_error(
       [] {
         matmul(zeros({2, 3}), zeros({4, 2}));

@@ -97,8 +97,29 @@ Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, bool naive) {
 
 }  // namespace
 
+// 1-D operands, as NumPy and PyTorch take them: a vector a (K) is the row (1, K), a vector b (K) the column
+// (K, 1), and the dimension added for each is taken out of the product again:
+//   (K) @ (K) -> ()    (M, K) @ (K) -> (M)    (K) @ (K, N) -> (N)    (..., M, K) @ (K) -> (..., M)
+// The unsqueeze and squeeze are views, so the gradient flows back through them to the vectors' own shapes.
+// f: the product of two operands of at least 2 dims (matmul's with autograd, or the naive reference).
+template <class F>
+static Tensor with_vectors(const Tensor& a, const Tensor& b, F&& f) {
+  NG_CHECK(a.defined() && b.defined(), "matmul", "expected two defined tensors");
+  NG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "expected tensors with at least 1 dim, got shapes ",
+           shape_str(a.shape()), " and ", shape_str(b.shape()));
+  if (a.dim() >= 2 && b.dim() >= 2) return f(a, b);
+  const int64_t kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  NG_CHECK(a.size(-1) == kb, "matmul", "inner dimensions differ: a is ", shape_str(a.shape()), ", b is ",
+           shape_str(b.shape()), " (a's last dim ", a.size(-1), " must equal b's ",
+           b.dim() == 1 ? "length " : "second-to-last ", kb, ")");
+  Tensor out = f(a.dim() == 1 ? a.unsqueeze(0) : a, b.dim() == 1 ? b.unsqueeze(1) : b);  // (..., M, N)
+  if (b.dim() == 1) out = out.squeeze(-1);                                                // (..., M)
+  if (a.dim() == 1) out = out.squeeze(b.dim() == 1 ? -1 : -2);                           // M = 1 removed
+  return out;
+}
+
 Tensor matmul_naive(const Tensor& a, const Tensor& b) {
-  return matmul_impl(a, b, true);
+  return with_vectors(a, b, [](const Tensor& a2, const Tensor& b2) { return matmul_impl(a2, b2, true); });
 }
 
 // Is t a transposed view of a row-major matrix (column-major in its last two dims)? linear's weight.t() is.
@@ -119,7 +140,7 @@ static bool column_major(const Tensor& t) {
 // input A (linear's x) both A^T @ dC and dC^T @ A are of that form. (For a column-major A they would not be,
 // and from K = 512 their last bits could differ; which one runs depends only on the layouts.)
 // Measured (2026-11-25, exp2 step, 2 threads): the transposing copies were 2.6% of perf's samples.
-Tensor matmul(const Tensor& a, const Tensor& b) {
+static Tensor matmul_matrices(const Tensor& a, const Tensor& b) {
   if (on_device({a, b}, "matmul")) return device_kernels(a, "matmul").matmul(a, b);
   Tensor out = matmul_impl(a, b, false);
   if (needs_grad({a, b})) {
@@ -146,5 +167,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   return out;
 }
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return with_vectors(a, b, matmul_matrices); }
 
 }  // namespace ng

@@ -1,0 +1,670 @@
+#!/usr/bin/env python3
+"""A differential check of normgrad against PyTorch over random shapes, strides and broadcasts.
+
+special_values_vs_pytorch.py puts special values through each op on fixed, contiguous shapes. This script
+puts ordinary values through random LAYOUTS: every input is a base tensor seen through a random chain of
+views (transpose, permute, slice with a step, narrow, select, expand, unsqueeze, reshape, flatten), so the
+ops meet strides, zero strides, offsets and broadcasts, and each view's backward is checked with the op's.
+For each case it:
+  1. draws the op, its arguments and its inputs' chains (seeded: --seed);
+  2. computes the case with PyTorch, forward and backward (an upstream gradient drawn in the output's shape);
+  3. sends the case to build/release/bench/view_sweep (one JSON line), which runs it with normgrad;
+  4. compares the output, the gradient of every base tensor, and any state updated in place, within a
+     tolerance for the dtype (f64 1e-9, f32 3e-5, bf16 two of its roundings, relative to the tensor's
+     largest value), and that both refuse, or both accept, the same cases.
+
+    cmake --build --preset release --target view_sweep
+    /tmp/torchenv/bin/python bench/view_sweep_vs_pytorch.py --cases 3000 [--seed 1] [--ops matmul,softmax]
+
+It prints each case that differs (the op, the layouts, the worst element) and a count per op. Exit status 1
+if any case differs. PyTorch is needed here only; the tests do not use it.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCH_DTYPE = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
+# the tolerance, relative to the largest magnitude in the reference tensor (and at least that of 1)
+TOL = {"f64": 1e-9, "f32": 3e-5, "bf16": 2 * 2.0**-8, "f16": 2 * 2.0**-11}
+
+
+# ---- layouts: a base tensor and the chain of views that gives a wanted shape ----------------------------
+
+def factor(n, rng):
+    """n = a * b with 1 < a, b (or None)"""
+    divs = [d for d in range(2, n) if n % d == 0]
+    if not divs:
+        return None
+    a = rng.choice(divs)
+    return a, n // a
+
+
+def step_back(shape, rng, expand=True):
+    """One view that gives `shape`, and the shape before it: (prev_shape, view), or None. expand = False:
+    no broadcast views (a norm's x: a group of equal values has no spread, and its gradient is rounding)"""
+    nd = len(shape)
+    kinds = ["slice", "narrow", "select", "unsqueeze", "reshape_split", "flatten"]
+    if expand:
+        kinds += ["expand", "expand_lead"]
+    if nd >= 2:
+        kinds += ["transpose", "transpose", "permute"]
+    rng.shuffle(kinds)
+    for kind in kinds:
+        s = list(shape)
+        if kind == "transpose":
+            a, b = rng.sample(range(nd), 2)
+            s[a], s[b] = s[b], s[a]
+            return s, ["transpose", a, b]
+        if kind == "permute":
+            p = list(range(nd))
+            rng.shuffle(p)
+            prev = [0] * nd
+            for i in range(nd):
+                prev[p[i]] = s[i]
+            return prev, ["permute", p]
+        if kind == "slice" and nd >= 1:
+            d = rng.randrange(nd)
+            step, start, extra = rng.choice([1, 2, 3]), rng.randrange(3), rng.randrange(3)
+            if s[d] == 0:
+                continue
+            end = start + (s[d] - 1) * step + 1
+            s[d] = end + extra
+            # the end may run past the last element it takes (a slice clips nothing here: end <= size)
+            end = min(end + rng.randrange(step), s[d])
+            return s, ["slice", d, start, end, step]
+        if kind == "narrow" and nd >= 1:
+            d = rng.randrange(nd)
+            start = rng.randrange(4)
+            n = s[d]
+            s[d] = n + start + rng.randrange(3)
+            return s, ["narrow", d, start, n]
+        if kind == "select":
+            d = rng.randrange(nd + 1)
+            k = rng.randint(1, 4)
+            s.insert(d, k)
+            return s, ["select", d, rng.randrange(k)]
+        if kind == "expand":
+            ds = [d for d in range(nd) if s[d] > 1]
+            if not ds:
+                continue
+            d = rng.choice(ds)
+            s[d] = 1
+            return s, ["expand", list(shape)]
+        if kind == "expand_lead" and nd >= 1:
+            # expand adds leading dims
+            j = rng.randint(1, nd)
+            return s[j:], ["expand", list(shape)]
+        if kind == "unsqueeze":
+            ones = [d for d in range(nd) if s[d] == 1]
+            if not ones:
+                continue
+            d = rng.choice(ones)
+            del s[d]
+            return s, ["unsqueeze", d]
+        if kind == "reshape_split":
+            # the view merges two neighbouring dims of prev... or prev has one dim split in two
+            if nd >= 2 and rng.random() < 0.5:
+                d = rng.randrange(nd - 1)
+                merged = s[:d] + [s[d] * s[d + 1]] + s[d + 2:]
+                return merged, ["reshape", list(shape)]
+            ds = [d for d in range(nd) if factor(s[d], rng)]
+            if not ds:
+                continue
+            d = rng.choice(ds)
+            a, b = factor(s[d], rng)
+            return s[:d] + [a, b] + s[d + 1:], ["reshape", list(shape)]
+        if kind == "flatten" and nd >= 1:
+            ds = [d for d in range(nd) if factor(s[d], rng)]
+            if not ds:
+                continue
+            d = rng.choice(ds)
+            a, b = factor(s[d], rng)
+            return s[:d] + [a, b] + s[d + 1:], ["flatten", d, d + 1]
+    return None
+
+
+def layout(shape, rng, depth=None, expand=True):
+    """(base_shape, views) whose views give `shape`"""
+    if depth is None:
+        depth = rng.choice([0, 1, 1, 2, 2, 3])
+    views = []
+    s = list(shape)
+    for _ in range(depth):
+        st = step_back(s, rng, expand)
+        if st is None:
+            break
+        s, v = st
+        views.insert(0, v)
+        if math.prod(s) > 200000:  # keep the cases small
+            return list(shape), []
+    if views and rng.random() < 0.1:
+        views.append(["contiguous"])
+    return s, views
+
+
+def torch_view(t, v):
+    name = v[0]
+    if name == "transpose":
+        return t.transpose(v[1], v[2])
+    if name == "permute":
+        return t.permute(*v[1])
+    if name == "slice":
+        idx = [slice(None)] * t.dim()
+        idx[v[1]] = slice(v[2], v[3], v[4])
+        return t[tuple(idx)]
+    if name == "narrow":
+        return t.narrow(v[1], v[2], v[3])
+    if name == "select":
+        return t.select(v[1], v[2])
+    if name == "expand":
+        return t.expand(*v[1])
+    if name == "unsqueeze":
+        return t.unsqueeze(v[1])
+    if name == "squeeze":
+        return t.squeeze(v[1])
+    if name == "reshape":
+        return t.reshape(v[1])
+    if name == "flatten":
+        return t.flatten(v[1], v[2])
+    if name == "contiguous":
+        return t.contiguous()
+    raise ValueError(name)
+
+
+# ---- the cases ------------------------------------------------------------------------------------------
+
+def rand_shape(rng, nd=None, big=False):
+    if nd is None:
+        nd = rng.choice([0, 1, 1, 2, 2, 2, 3, 3, 4])
+    sizes = [1, 2, 3, 4, 5, 7, 8]
+    if big:
+        sizes += [16, 17, 33, 64, 70]
+    return [rng.choice(sizes) for _ in range(nd)]
+
+
+def values(n, rng, kind="normal"):
+    if kind == "positive":
+        return [abs(rng.gauss(0, 1)) + 0.1 for _ in range(n)]
+    if kind == "away0":
+        return [(abs(rng.gauss(0, 1)) + 0.5) * rng.choice([-1, 1]) for _ in range(n)]
+    return [rng.gauss(0, 1) for _ in range(n)]
+
+
+def float_input(shape, rng, kind="normal", grad=True, plain=False, dtype=None, expand=True):
+    base, views = (list(shape), []) if plain else layout(shape, rng, expand=expand)
+    d = {"shape": base, "data": values(math.prod(base), rng, kind), "grad": grad, "views": views}
+    if dtype:
+        d["dtype"] = dtype
+    return d
+
+
+def int_input(shape, lo, hi, rng, plain=False):
+    base, views = (list(shape), []) if plain else layout(shape, rng)
+    return {"shape": base, "data": [rng.randrange(lo, hi) for _ in range(math.prod(base))], "int": True,
+            "views": views}
+
+
+def broadcast_shapes(out, rng):
+    """a shape that broadcasts to out: some dims 1, some leading dims dropped"""
+    s = [1 if rng.random() < 0.3 else n for n in out]
+    drop = rng.randint(0, len(s)) if rng.random() < 0.3 else 0
+    return s[drop:]
+
+
+UNARY = {"neg": "normal", "exp": "normal", "log": "positive", "sqrt": "positive", "rsqrt": "positive",
+         "abs": "away0", "square": "normal", "relu": "away0", "gelu": "normal", "silu": "normal",
+         "sigmoid": "normal", "tanh": "normal"}
+SCALAR = ["add_s", "sub_s", "mul_s", "div_s", "rsub_s", "rdiv_s"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
+OPS = (list(UNARY) + ["pow", "clamp"] + SCALAR + ["contiguous", "clone", "reshape", "to"] + BINARY +
+       ["sum_all", "mean_all", "sum", "mean", "var", "max", "argmax", "softmax", "log_softmax",
+        "causal_softmax", "matmul", "cat", "stack", "index_select", "embedding", "masked_fill",
+        "cross_entropy", "layer_norm", "rms_norm", "group_norm", "batch_norm", "add_layer_norm",
+        "add_rms_norm", "rope"])
+# ops the cases also run in bf16 (their inputs, outputs and gradients in bf16)
+BF16_OPS = set(UNARY) | set(BINARY) | {"softmax", "log_softmax", "matmul", "layer_norm", "rms_norm",
+                                       "group_norm", "batch_norm", "add_layer_norm", "add_rms_norm",
+                                       "sum", "mean"}
+
+
+def make_case(op, rng):
+    """(dtype, args, inputs); the inputs' final shapes fit the op"""
+    dt = rng.choice(["f64", "f64", "f32"])
+    if op in BF16_OPS and rng.random() < 0.2:
+        dt = "bf16"
+    big = rng.random() < 0.4
+    a = {}
+    if op in UNARY:
+        return dt, a, [float_input(rand_shape(rng, big=big), rng, UNARY[op])]
+    if op == "pow":
+        a["p"] = rng.choice([2.0, 3.0, -1.0, 0.5, 1.5, -0.5])
+        kind = "positive" if a["p"] != int(a["p"]) else "away0"
+        return dt, a, [float_input(rand_shape(rng, big=big), rng, kind)]
+    if op == "clamp":
+        a["lo"], a["hi"] = -0.5, rng.choice([0.7, 2.0])
+        return dt, a, [float_input(rand_shape(rng, big=big), rng, "normal")]
+    if op in SCALAR:
+        a["s"] = rng.choice([1.5, -2.0, 0.25])
+        kind = "away0" if op == "rdiv_s" else "normal"
+        return dt, a, [float_input(rand_shape(rng, big=big), rng, kind)]
+    if op in ("contiguous", "clone"):
+        return dt, a, [float_input(rand_shape(rng, big=big), rng)]
+    if op == "reshape":
+        s = rand_shape(rng, nd=rng.choice([2, 3, 4]))
+        n = math.prod(s)
+        f = factor(n, rng)
+        a["shape"] = [f[0], -1] if f else [-1]
+        return dt, a, [float_input(s, rng)]
+    if op == "to":
+        src = rng.choice(["f32", "f64", "bf16"])
+        a["dtype"] = rng.choice([t for t in ["f32", "f64", "bf16"] if t != src])
+        return src, a, [float_input(rand_shape(rng, big=big), rng)]
+    if op in BINARY:
+        out = rand_shape(rng, nd=rng.choice([1, 2, 3, 4]), big=big)
+        sa, sb = broadcast_shapes(out, rng), broadcast_shapes(out, rng)
+        if rng.random() < 0.5:
+            sa = out
+        kb = "away0" if op == "div" else "normal"
+        return dt, a, [float_input(sa, rng), float_input(sb, rng, kb)]
+    if op in ("sum_all", "mean_all"):
+        return dt, a, [float_input(rand_shape(rng, big=big), rng)]
+    if op in ("sum", "mean", "var"):
+        s = rand_shape(rng, nd=rng.choice([1, 2, 3, 4]), big=big)
+        nd = len(s)
+        k = rng.randint(1, nd)
+        dims = rng.sample(range(nd), k)
+        dims = [d - nd if rng.random() < 0.3 else d for d in dims]
+        a["dims"], a["keepdim"] = dims, rng.random() < 0.5
+        if op == "var":
+            a["unbiased"] = rng.random() < 0.5
+            if math.prod(s[d] for d in dims) < 2:
+                s[dims[0]] = 3
+        return dt, a, [float_input(s, rng)]
+    if op in ("max", "argmax", "softmax", "log_softmax"):
+        s = rand_shape(rng, nd=rng.choice([1, 2, 3, 4]), big=big)
+        d = rng.randrange(len(s))
+        a["dim"] = d - len(s) if rng.random() < 0.3 else d
+        if op in ("max", "argmax"):
+            a["keepdim"] = rng.random() < 0.5
+        return dt, a, [float_input(s, rng)]
+    if op == "causal_softmax":
+        T = rng.choice([1, 2, 5, 8, 17, 33])
+        s = rand_shape(rng, nd=rng.choice([0, 1, 2])) + [T, T]
+        return dt, a, [float_input(s, rng)]
+    if op == "matmul":
+        M, N, K = (rng.choice([1, 2, 3, 5, 8, 17, 33, 64, 70]) for _ in range(3))
+        form = rng.choice(["vv", "mv", "vm", "mm", "mm", "bmm", "bmm"])
+        if form == "vv":
+            sa, sb = [K], [K]
+        elif form == "mv":
+            sa, sb = [M, K], [K]
+        elif form == "vm":
+            sa, sb = [K], [K, N]
+        elif form == "mm":
+            sa, sb = [M, K], [K, N]
+        else:
+            batch = rand_shape(rng, nd=rng.choice([1, 2]))
+            ba, bb = broadcast_shapes(batch, rng), broadcast_shapes(batch, rng)
+            sa, sb = ba + [M, K], bb + [K, N]
+            if rng.random() < 0.2:
+                sb = [K, N]
+        return dt, a, [float_input(sa, rng), float_input(sb, rng)]
+    if op in ("cat", "stack"):
+        s = rand_shape(rng, nd=rng.choice([1, 2, 3]), big=big)
+        nd = len(s)
+        d = rng.randrange(nd + (1 if op == "stack" else 0))
+        ins = []
+        for _ in range(rng.randint(1, 4)):
+            si = list(s)
+            if op == "cat":
+                si[d] = rng.choice([1, 2, 3, 5])
+            ins.append(float_input(si, rng, grad=rng.random() < 0.8))
+        a["dim"] = d
+        return dt, a, ins
+    if op == "index_select":
+        s = rand_shape(rng, nd=rng.choice([1, 2, 3]), big=big)
+        d = rng.randrange(len(s))
+        a["dim"] = d
+        k = rng.randint(1, 6)
+        return dt, a, [float_input(s, rng), int_input([k], 0, s[d], rng)]
+    if op == "embedding":
+        V, C = rng.choice([3, 10, 50]), rng.choice([1, 4, 16, 33])
+        ids = rand_shape(rng, nd=rng.choice([1, 2]))
+        return dt, a, [float_input([V, C], rng), int_input(ids, 0, V, rng)]
+    if op == "masked_fill":
+        s = rand_shape(rng, nd=rng.choice([1, 2, 3]), big=big)
+        a["value"] = rng.choice([0.0, -1e9, 2.5])
+        return dt, a, [float_input(s, rng), int_input(broadcast_shapes(s, rng), 0, 2, rng)]
+    if op == "cross_entropy":
+        lead = rand_shape(rng, nd=rng.choice([1, 2]))
+        V = rng.choice([2, 5, 17, 70])
+        a["ignore_index"] = -100
+        t = int_input(lead, 0, V, rng)
+        n = math.prod(t["shape"])
+        for i in range(n):
+            if rng.random() < 0.15:
+                t["data"][i] = -100
+        t["data"][0] = rng.randrange(V)  # not all ignored (where normgrad's convention differs)
+        if t["views"]:  # the kept target must be one the views keep: keep every target then
+            t["data"] = [rng.randrange(V) for _ in range(n)]
+        return dt, a, [float_input(lead + [V], rng), t]
+    if op in ("layer_norm", "add_layer_norm"):
+        s = rand_shape(rng, nd=rng.choice([1, 2, 3]), big=True)
+        k = rng.randint(1, min(2, len(s)))
+        ns = s[len(s) - k:]
+        a["normalized_shape"], a["eps"] = ns, 1e-5
+        ins = [float_input(s, rng, expand=False)]
+        if op == "add_layer_norm":
+            a["alpha"] = rng.choice([1.0, 0.5])
+            ins.append(float_input(s, rng, expand=False))
+        if rng.random() < 0.7:
+            wdt = "f32" if dt == "bf16" and rng.random() < 0.5 else None
+            ins += [float_input(ns, rng, dtype=wdt), float_input(ns, rng, dtype=wdt)]
+        return dt, a, ins
+    if op in ("rms_norm", "add_rms_norm"):
+        s = rand_shape(rng, nd=rng.choice([1, 2, 3]), big=True)
+        a["eps"] = 1e-5
+        ins = [float_input(s, rng, expand=False)]
+        if op == "add_rms_norm":
+            a["alpha"] = rng.choice([1.0, 0.5])
+            ins.append(float_input(s, rng, expand=False))
+        if rng.random() < 0.7:
+            ins.append(float_input(s[-1:], rng))
+        return dt, a, ins
+    if op == "group_norm":
+        N = rng.choice([1, 2, 3, 8])
+        G = rng.choice([1, 2, 4])
+        C = G * rng.choice([1, 2, 3, 8, 16])
+        sp = rand_shape(rng, nd=rng.choice([0, 0, 1, 2]))
+        s = [N, C] + sp
+        a["groups"], a["eps"] = G, 1e-5
+        ins = [float_input(s, rng, expand=False)]
+        if rng.random() < 0.7:
+            ins += [float_input([C], rng), float_input([C], rng)]
+        return dt, a, ins
+    if op == "batch_norm":
+        N = rng.choice([2, 3, 8, 33])
+        C = rng.choice([1, 3, 16, 70])
+        sp = rand_shape(rng, nd=rng.choice([0, 0, 1, 2]))
+        a["training"] = rng.random() < 0.7
+        a["momentum"], a["eps"] = rng.choice([0.1, 0.5]), 1e-5
+        rm = {"shape": [C], "data": values(C, rng), "grad": False}
+        rv = {"shape": [C], "data": values(C, rng, "positive"), "grad": False}
+        ins = [float_input([N, C] + sp, rng, expand=False), rm, rv]
+        if rng.random() < 0.7:
+            ins += [float_input([C], rng), float_input([C], rng)]
+        return dt, a, ins
+    if op == "rope":
+        B, T, NH = rng.choice([1, 2]), rng.choice([1, 3, 8]), rng.choice([1, 2])
+        HS = rng.choice([2, 8, 16, 34])
+        a["theta"] = rng.choice([10000.0, 1e6])
+        return dt, a, [float_input([B, T, NH, HS], rng)]
+    raise ValueError(op)
+
+
+def torch_leaf(spec, dt):
+    if spec.get("int"):
+        return torch.tensor(spec["data"], dtype=torch.int64).reshape(spec["shape"])
+    d = TORCH_DTYPE[spec.get("dtype", dt)]
+    t = torch.tensor(spec["data"], dtype=torch.float64).reshape(spec["shape"]).to(d)
+    if spec.get("grad"):
+        t.requires_grad_(True)
+    return t
+
+
+def rope_torch(x, theta):
+    B, T, NH, HS = x.shape
+    h = HS // 2
+    i = torch.arange(h, dtype=torch.float64)
+    w = theta ** (-2.0 * i / HS)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * w[None, :]
+    cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    x1, x2 = x[..., :h], x[..., h:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def torch_op(op, a, ins, dt):
+    F = torch.nn.functional
+    x = ins[0]
+    opt = lambda i: ins[i] if i < len(ins) else None
+    if op in ("neg", "exp", "log", "sqrt", "rsqrt", "abs", "square", "relu", "sigmoid", "tanh"):
+        return getattr(torch, op)(x)
+    if op == "gelu":
+        return F.gelu(x, approximate="tanh")
+    if op == "silu":
+        return F.silu(x)
+    if op == "pow":
+        return torch.pow(x, a["p"])
+    if op == "clamp":
+        return torch.clamp(x, a["lo"], a["hi"])
+    s = a.get("s")
+    if op == "add_s":
+        return x + s
+    if op == "sub_s":
+        return x - s
+    if op == "mul_s":
+        return x * s
+    if op == "div_s":
+        return x / s
+    if op == "rsub_s":
+        return s - x
+    if op == "rdiv_s":
+        return s / x
+    if op == "contiguous":
+        return x.contiguous()
+    if op == "clone":
+        return x.clone()
+    if op == "reshape":
+        return x.reshape(a["shape"])
+    if op == "to":
+        return x.to(TORCH_DTYPE[a["dtype"]])
+    if op in ("add", "sub", "mul", "div", "maximum", "minimum"):
+        return getattr(torch, op)(ins[0], ins[1])
+    if op == "sum_all":
+        return x.sum()
+    if op == "mean_all":
+        return x.mean()
+    if op == "sum":
+        return x.sum(dim=a["dims"], keepdim=a["keepdim"])
+    if op == "mean":
+        return x.mean(dim=a["dims"], keepdim=a["keepdim"])
+    if op == "var":
+        return x.var(dim=a["dims"], unbiased=a["unbiased"], keepdim=a["keepdim"])
+    if op == "max":
+        return x.max(dim=a["dim"], keepdim=a["keepdim"]).values
+    if op == "argmax":
+        return x.argmax(dim=a["dim"], keepdim=a["keepdim"])
+    if op == "softmax":
+        return torch.softmax(x, a["dim"])
+    if op == "log_softmax":
+        return torch.log_softmax(x, a["dim"])
+    if op == "causal_softmax":
+        T = x.shape[-1]
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        return torch.softmax(x.masked_fill(mask, float("-inf")), -1)
+    if op == "matmul":
+        return torch.matmul(ins[0], ins[1])
+    if op == "cat":
+        return torch.cat(ins, a["dim"])
+    if op == "stack":
+        return torch.stack(ins, a["dim"])
+    if op == "index_select":
+        return torch.index_select(x, a["dim"], ins[1])
+    if op == "embedding":
+        return F.embedding(ins[1], ins[0])
+    if op == "masked_fill":
+        return x.masked_fill(ins[1] != 0, a["value"])
+    if op == "cross_entropy":
+        V = x.shape[-1]
+        return F.cross_entropy(x.reshape(-1, V), ins[1].reshape(-1), ignore_index=a["ignore_index"])
+    if op == "layer_norm":
+        w, b = opt(1), opt(2)
+        if w is not None and w.dtype != x.dtype:  # normgrad takes f32 weights for a bf16 x
+            return F.layer_norm(x.float(), a["normalized_shape"], w, b, a["eps"]).to(x.dtype)
+        return F.layer_norm(x, a["normalized_shape"], w, b, a["eps"])
+    if op == "add_layer_norm":
+        h = a["alpha"] * x + ins[1]
+        w, b = opt(2), opt(3)
+        if w is not None and w.dtype != x.dtype:
+            return F.layer_norm(h.float(), a["normalized_shape"], w, b, a["eps"]).to(x.dtype)
+        return F.layer_norm(h, a["normalized_shape"], w, b, a["eps"])
+    if op == "rms_norm":
+        return F.rms_norm(x, (x.shape[-1],), opt(1), a["eps"])
+    if op == "add_rms_norm":
+        return F.rms_norm(a["alpha"] * x + ins[1], (x.shape[-1],), opt(2), 1e-5)
+    if op == "group_norm":
+        return F.group_norm(x, a["groups"], opt(1), opt(2), a["eps"])
+    if op == "batch_norm":
+        rm, rv = ins[1].clone(), ins[2].clone()
+        y = F.batch_norm(x, rm, rv, opt(3), opt(4), a["training"], a["momentum"], a["eps"])
+        torch_op.extra = [rm, rv]
+        return y
+    if op == "rope":
+        return rope_torch(x, a["theta"])
+    raise ValueError(op)
+
+
+def as_list(t):
+    return [float(v) for v in t.detach().double().reshape(-1).tolist()]
+
+
+def decode(vals):
+    return [float(v) if not isinstance(v, str) else float(v) for v in vals]
+
+
+def compare(ref, got, dt, what):
+    """None if got matches ref within the tolerance, else a description of the worst element"""
+    if len(ref) != len(got):
+        return f"{what}: {len(got)} values, expected {len(ref)}"
+    finite = [abs(r) for r in ref if math.isfinite(r)]
+    scale = max([1.0] + finite)
+    worst, wi = 0.0, -1
+    for i, (r, g) in enumerate(zip(ref, got)):
+        if not (math.isfinite(r) and math.isfinite(g)):
+            if not (r == g or (math.isnan(r) and math.isnan(g))):
+                return f"{what}[{i}]: {g} where PyTorch gives {r}"
+            continue
+        e = abs(r - g) / scale
+        if e > worst:
+            worst, wi = e, i
+    if worst > TOL[dt]:
+        return f"{what}[{wi}]: {got[wi]!r} where PyTorch gives {ref[wi]!r} ({worst:.2e} of {scale:.3g})"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ops", default="", help="comma-separated ops (default: all)")
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build/release/bench/view_sweep"))
+    ap.add_argument("--show", type=int, default=40, help="print at most this many differing cases")
+    ap.add_argument("--dump", default="", help="write each differing case to DIR/case_ID.json")
+    args = ap.parse_args()
+    ops = args.ops.split(",") if args.ops else OPS
+    for op in ops:
+        if op not in OPS:
+            sys.exit(f"unknown op {op!r}; known: {','.join(OPS)}")
+    rng = random.Random(args.seed)
+    torch.manual_seed(args.seed)
+    proc = subprocess.Popen([args.binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    counts, bad, shown = {}, {}, 0
+    for cid in range(args.cases):
+        op = ops[cid % len(ops)]
+        dt, a, ins = make_case(op, rng)
+        case = {"id": cid, "dtype": dt, "op": op, "args": a, "inputs": ins}
+        # PyTorch, in f64 on the inputs as normgrad gets them (rounded to their dtype): the reference. (PyTorch
+        # in f32 or bf16 has its own roundings, which can be further from the exact result than normgrad's.)
+        torch_op.extra = []
+        try:
+            leaves = []
+            for s in ins:
+                t = torch_leaf(s, dt)
+                if t.is_floating_point():
+                    t = t.detach().double().requires_grad_(bool(s.get("grad")))
+                leaves.append(t)
+            views = []
+            for leaf, s in zip(leaves, ins):
+                t = leaf
+                for v in s.get("views", []):
+                    t = torch_view(t, v)
+                views.append(t)
+            y = torch_op(op, a, views, "f64")
+            terr = None
+        except (RuntimeError, ValueError, IndexError) as e:
+            terr = str(e).split("\n")[0]
+        out_dt = a["dtype"] if op == "to" else dt
+        if terr is None and y.requires_grad:
+            dy_l = [rng.gauss(0, 1) for _ in range(y.numel())]
+            # the upstream gradient as normgrad gets it: in the output's dtype
+            dy = torch.tensor(dy_l, dtype=torch.float64).to(TORCH_DTYPE[out_dt]).double().reshape(y.shape)
+            case["dy"] = dy_l
+            y.backward(dy)
+        # normgrad
+        proc.stdin.write(json.dumps(case) + "\n")
+        proc.stdin.flush()
+        ans = json.loads(proc.stdout.readline())
+        counts[op] = counts.get(op, 0) + 1
+        problems = []
+        if terr is not None or "error" in ans:
+            if terr is None:
+                problems.append(f"normgrad refuses: {ans['error']}")
+            elif "error" not in ans:
+                problems.append(f"PyTorch refuses ({terr}), normgrad accepts")
+        else:
+            if list(ans["shape"]) != list(y.shape):
+                problems.append(f"shape {ans['shape']}, PyTorch {list(y.shape)}")
+            else:
+                p = compare(as_list(y), decode(ans["y"]), out_dt, "y")
+                if p:
+                    problems.append(p)
+                for i, (leaf, spec) in enumerate(zip(leaves, ins)):
+                    if not spec.get("grad") or spec.get("int"):
+                        continue
+                    g = ans["grads"][i]
+                    if leaf.grad is None:
+                        if g is not None and any(decode(g)):
+                            problems.append(f"grad {i}: PyTorch has none")
+                        continue
+                    if g is None:
+                        problems.append(f"grad {i}: normgrad has none")
+                        continue
+                    gdt = spec.get("dtype", dt)
+                    p = compare(as_list(leaf.grad), decode(g), gdt, f"grad {i}")
+                    if p:
+                        problems.append(p)
+                for j, e in enumerate(torch_op.extra):
+                    p = compare(as_list(e), decode(ans["extra"][j]), dt, f"state {j}")
+                    if p:
+                        problems.append(p)
+        if problems:
+            bad[op] = bad.get(op, 0) + 1
+            if args.dump:
+                os.makedirs(args.dump, exist_ok=True)
+                with open(os.path.join(args.dump, f"case_{cid}.json"), "w") as f:
+                    f.write(json.dumps(case) + "\n")
+            if shown < args.show:
+                shown += 1
+                lay = "; ".join(f"{s['shape']}{''.join(str(v) for v in s.get('views', []))}" for s in ins)
+                print(f"case {cid} {op} {dt} {a} inputs {lay}:\n    " + "\n    ".join(problems))
+    proc.stdin.close()
+    proc.wait()
+    total = sum(counts.values())
+    nbad = sum(bad.values())
+    print(f"\n{total} cases, {nbad} differ")
+    for op in ops:
+        if op in counts:
+            print(f"  {op:16s} {counts[op]:5d} cases  {bad.get(op, 0):4d} differ")
+    sys.exit(1 if nbad else 0)
+
+
+if __name__ == "__main__":
+    main()
