@@ -86,7 +86,10 @@ Case build_inputs(const json& c, DType dt) {
     const bool is_int = in.value("int", false);
     const bool grad = in.value("grad", false);
     Tensor leaf;
-    if (is_int) {
+    if (in.contains("alias")) {
+      // the base tensor of an earlier input: both see the same storage (the in-place ops' overlaps)
+      leaf = k.leaves.at(in.at("alias").get<size_t>());
+    } else if (is_int) {
       leaf = from_vector(in.at("data").get<std::vector<int64_t>>(), shape, DType::i64);
     } else {
       const DType idt = in.contains("dtype") ? dtype_named(in.at("dtype").get<std::string>()) : dt;
@@ -177,6 +180,12 @@ Tensor run_op(const std::string& op, const json& a, std::vector<Tensor>& in, std
     extra = {rm, rv};
     return y;
   }
+  // in place, on the view of input 0; the answer is input 0's base after the write
+  if (op == "fill_") return in[0].fill_(arg("value").get<double>());
+  if (op == "copy_") return in[0].copy_(in[1]);
+  if (op == "add_") return add_(in[0], in[1], arg("alpha").get<double>());
+  if (op == "mul_") return mul_(in[0], arg("s").get<double>());
+  if (op == "view") return in[0].view(shape_of(arg("shape")));
   if (op == "rope") {
     // x: (B, T, NH, HS); the tables computed here, as the PyTorch side computes its own
     const int64_t T = in[0].size(1), HS = in[0].size(3);
@@ -191,7 +200,9 @@ json run_case(const json& c) {
   Case k = build_inputs(c, dt);
   std::vector<Tensor> extra;
   const json args = c.value("args", json::object());
-  Tensor y = run_op(c.at("op").get<std::string>(), args, k.in, extra);
+  const std::string op = c.at("op").get<std::string>();
+  Tensor y = run_op(op, args, k.in, extra);
+  if (op.back() == '_') y = k.leaves[0];  // an in-place op: what it wrote, seen through the base
   json out;
   out["shape"] = y.shape();
   out["y"] = values_of(y);

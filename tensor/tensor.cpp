@@ -196,6 +196,37 @@ void check_untracked_in_place(const Tensor& self, const Tensor* other, const cha
   NG_CHECK(other == nullptr || !other->requires_grad(), op, "its operand requires grad", fix);
 }
 
+void check_no_internal_overlap(const Tensor& self, const char* op) {
+  for (int64_t d = 0; d < self.dim(); ++d)
+    NG_CHECK(self.stride(d) != 0 || self.size(d) <= 1, op, "the tensor written in place has shape ",
+             shape_str(self.shape()), " and strides ", shape_str(self.strides()), ": dim ", d,
+             " has stride 0 (an expanded view), so ", self.size(d),
+             " of its elements are one value in memory, and the op would write it ", self.size(d),
+             " times. Write to the tensor before expanding it, or to a contiguous() copy");
+}
+
+// The elements' span of memory, in bytes from the storage's start: [lo, hi).
+static std::pair<int64_t, int64_t> memory_span(const Tensor& t) {
+  const int64_t es = int64_t(dtype_size(t.dtype()));
+  int64_t lo = t.impl().offset, hi = t.impl().offset;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.size(d) - 1) * t.stride(d);
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo * es, (hi + 1) * es};
+}
+
+Tensor source_for_write(const Tensor& self, const Tensor& src) {
+  if (self.numel() == 0 || src.numel() == 0 || self.impl().storage != src.impl().storage) return src;
+  const auto [a0, a1] = memory_span(self);
+  const auto [b0, b1] = memory_span(src);
+  if (a1 <= b0 || b1 <= a0) return src;  // one storage, but apart
+  const bool same_elements = self.impl().offset == src.impl().offset && self.dtype() == src.dtype() &&
+                             self.strides() == src.strides();  // (the shapes are equal here)
+  if (same_elements) return src;  // each element is read, then written, at its own address
+  return src.detach().clone();
+}
+
 Tensor& Tensor::fill_(double value) {
   check_untracked_in_place(*this, nullptr, "fill_");
   if (dtype() == DType::i64) check_has_i64(value, DType::f64, "fill_");
@@ -218,8 +249,9 @@ Tensor& Tensor::fill_(double value) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_untracked_in_place(*this, &src, "copy_");
+  check_no_internal_overlap(*this, "copy_");
   // src must broadcast to self's shape (NumPy rules); expand() reports it when it does not.
-  Tensor s = src.shape() == shape() ? src : src.detach().expand(shape());
+  Tensor s = source_for_write(*this, src.shape() == shape() ? src : src.detach().expand(shape()));
   if (!device().is_cpu()) {
     // On a device: convert and make contiguous there, then copy the bytes into self (contiguous).
     const DeviceKernels& k = device_kernels(*this, "copy_");

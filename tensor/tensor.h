@@ -160,4 +160,18 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType d
 // neither `self` nor `other` (may be null) may require grad. An ng::Error names `op` and what to do instead.
 void check_untracked_in_place(const Tensor& self, const Tensor* other, const char* op);
 
+// In-place writes and memory that is shared (tensor.cpp, section "in place"):
+// - A destination with two elements at one address (an expanded view: stride 0 on a dim of size > 1) would
+//   be written several times, each write reading what the one before left (mul_ by 2 on three elements of
+//   one address multiplies it by 8). copy_, add_ and mul_ refuse it with an ng::Error naming the op, the
+//   shape and the strides; fill_ takes it (every write stores the same value), as PyTorch does.
+// - A source that shares memory with the destination (two views of one tensor: x[1:].copy_(x[:-1]), or
+//   m.copy_(m.t())) is read in full before anything is written: where their spans of memory meet, and the
+//   source is not the very same elements as the destination, the source is copied first. The result is what
+//   the op would give on a clone of the source; a loop over the elements in place would read values it had
+//   already overwritten. (PyTorch refuses some of these cases and computes others in its own order.)
+void check_no_internal_overlap(const Tensor& self, const char* op);
+// src (already expanded to self's shape), or a copy of it where it shares memory with self (the rule above)
+Tensor source_for_write(const Tensor& self, const Tensor& src);
+
 }  // namespace ng

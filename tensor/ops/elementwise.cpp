@@ -400,16 +400,20 @@ Tensor tanh(const Tensor& x) { return unary(x, Un::tanh, "tanh", "TanhBackward")
 // =====================================================================================================
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   check_untracked_in_place(self, &other, "add_");
+  check_no_internal_overlap(self, "add_");
   if (on_device({self, other}, "add_")) {
     NG_CHECK(self.dtype() == other.dtype(), "add_", "dtype mismatch: got ", dtype_name(self.dtype()), " and ",
              dtype_name(other.dtype()));
-    Tensor o = other.shape() == self.shape() ? other : other.detach().expand(self.shape());
+    Tensor o =
+        source_for_write(self, other.shape() == self.shape() ? other : other.detach().expand(self.shape()));
     device_kernels(self, "add_").add_(self, o, alpha);
     self.bump_version();
     return self;
   }
   check_same_dtype_device(self, other, "add_");
-  Tensor o = other.shape() == self.shape() ? other : other.detach().expand(self.shape());
+  // other may be another view of self's memory: read in full first (source_for_write, tensor.h)
+  Tensor o =
+      source_for_write(self, other.shape() == self.shape() ? other : other.detach().expand(self.shape()));
   NG_DISPATCH_ALL(self.dtype(), "add_", [&]<typename scalar_t>() {
     using T = scalar_t;
     if constexpr (std::is_same_v<T, int64_t>) {
@@ -436,6 +440,7 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
 
 Tensor& mul_(Tensor& self, double s) {
   check_untracked_in_place(self, nullptr, "mul_");
+  check_no_internal_overlap(self, "mul_");
   if (on_device({self}, "mul_")) {
     device_kernels(self, "mul_").mul_(self, s);
     self.bump_version();
