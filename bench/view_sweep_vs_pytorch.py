@@ -232,7 +232,7 @@ OPS = (list(UNARY) + ["pow", "clamp"] + SCALAR + ["contiguous", "clone", "reshap
 KNOWN = [("group_norm", "Expected more than 1 value per channel",
           "PyTorch refuses GroupNorm when N * C/G * S == 1, and accepts any other group of one value (y = "
           "bias); normgrad accepts every group of one value alike")]
-# ops the cases also run in bf16 (their inputs, outputs and gradients in bf16)
+# ops the cases also run in bf16 or f16 (their inputs, outputs and gradients in that dtype)
 BF16_OPS = set(UNARY) | set(BINARY) | {"softmax", "log_softmax", "matmul", "layer_norm", "rms_norm",
                                        "group_norm", "batch_norm", "add_layer_norm", "add_rms_norm",
                                        "sum", "mean"}
@@ -241,8 +241,8 @@ BF16_OPS = set(UNARY) | set(BINARY) | {"softmax", "log_softmax", "matmul", "laye
 def make_case(op, rng):
     """(dtype, args, inputs); the inputs' final shapes fit the op"""
     dt = rng.choice(["f64", "f64", "f32"])
-    if op in BF16_OPS and rng.random() < 0.2:
-        dt = "bf16"
+    if op in BF16_OPS and rng.random() < 0.25:
+        dt = rng.choice(["bf16", "bf16", "f16"])
     big = rng.random() < 0.4
     # large: shapes past the fast kernels' short-row and small-matrix paths (the GEMM's packed panels, the
     # norms' (N, C) batches and wide rows, the row ops' SIMD loops)
@@ -270,8 +270,8 @@ def make_case(op, rng):
         a["shape"] = [f[0], -1] if f else [-1]
         return dt, a, [float_input(s, rng)]
     if op == "to":
-        src = rng.choice(["f32", "f64", "bf16"])
-        a["dtype"] = rng.choice([t for t in ["f32", "f64", "bf16"] if t != src])
+        src = rng.choice(["f32", "f64", "bf16", "f16"])
+        a["dtype"] = rng.choice([t for t in ["f32", "f64", "bf16", "f16"] if t != src])
         return src, a, [float_input(rand_shape(rng, big=big), rng)]
     if op in BINARY:
         out = rand_shape(rng, nd=rng.choice([1, 2, 3, 4]), big=big)
@@ -371,6 +371,8 @@ def make_case(op, rng):
         if large:
             s = [rng.choice([3, 16, 40]), rng.choice([256, 1000, 1024, 4100])]
         k = rng.randint(1, min(2, len(s)))
+        if math.prod(s[len(s) - k:]) == 1:
+            s[-1] = 3  # LayerNorm over one value: y = bias, and its gradient 0 is all rounding (x - mean) * rstd
         ns = s[len(s) - k:]
         a["normalized_shape"], a["eps"] = ns, 1e-5
         ins = [float_input(s, rng, expand=False)]
@@ -378,7 +380,7 @@ def make_case(op, rng):
             a["alpha"] = rng.choice([1.0, 0.5])
             ins.append(float_input(s, rng, expand=False))
         if rng.random() < 0.7:
-            wdt = "f32" if dt == "bf16" and rng.random() < 0.5 else None
+            wdt = "f32" if dt in ("bf16", "f16") and rng.random() < 0.5 else None
             ins += [float_input(ns, rng, dtype=wdt), float_input(ns, rng, dtype=wdt)]
         return dt, a, ins
     if op in ("rms_norm", "add_rms_norm"):
