@@ -15,10 +15,14 @@
 
 namespace ng {
 
+// (wrap_dim takes dim 0 and -1 of a 0-d tensor, as PyTorch's reductions do; a 0-d tensor has no size to
+// read there, so these two refuse it first)
 int64_t Tensor::size(int64_t d) const {
+  NG_CHECK(dim() > 0, "Tensor::size", "dim ", d, " asked of a 0-d tensor, which has no dims");
   return shape()[wrap_dim(d, dim(), "Tensor::size")];
 }
 int64_t Tensor::stride(int64_t d) const {
+  NG_CHECK(dim() > 0, "Tensor::stride", "dim ", d, " asked of a 0-d tensor, which has no dims");
   return strides()[wrap_dim(d, dim(), "Tensor::stride")];
 }
 

@@ -220,3 +220,37 @@ TEST(Views, Errors) {
   expect_error([&] { x.size(3); }, {"Tensor::size: dim 3 is out of range"});
   expect_error([&] { x.stride(-4); }, {"Tensor::stride: dim -4 is out of range"});
 }
+
+// 0-d tensors (scalars) in every op that takes a dim. wrap_dim lets dim 0 and -1 name a 0-d tensor's one
+// value (PyTorch's rule, which the reductions use); the ops that index a dim must not then read shape()[0]
+// of an empty shape. Found by a probe on 2026-11-28: cat of two 0-d tensors wrote past the end of an empty
+// shape (a segmentation fault), size(0) and slice/narrow/select read past it, transpose(0, -1) swapped two
+// entries of an empty permutation, and sum/max over dim 0 failed with "permute: expected 0 dims".
+TEST(Views, ZeroDimTensorsInOpsThatTakeADim) {
+  Tensor s = full(Shape{}, 2.5, DType::f64);
+  // the ops that need a dim to exist refuse, by name
+  expect_error([&] { cat({s, s}, 0); }, {"cat: tensor 0 is 0-d", "(use stack)"});
+  expect_error([&] { cat({ones({2}), s}, 0); }, {"cat: tensor 1 is 0-d"});
+  expect_error([&] { s.slice(0, 0, 1); }, {"slice: expected a tensor with at least 1 dim, got a 0-d tensor"});
+  expect_error([&] { s.narrow(0, 0, 1); }, {"narrow: expected a tensor with at least 1 dim"});
+  expect_error([&] { s.select(0, 0); }, {"select: expected a tensor with at least 1 dim"});
+  expect_error([&] { (void)s.size(0); }, {"Tensor::size: dim 0 asked of a 0-d tensor"});
+  expect_error([&] { (void)s.stride(-1); }, {"Tensor::stride: dim -1 asked of a 0-d tensor"});
+  EXPECT_EQ(stack({s, s}, 0).to_vector<double>(), (std::vector<double>{2.5, 2.5}));
+  // the views that have nothing to do return the scalar
+  EXPECT_EQ(s.transpose(0, -1).shape(), Shape{});
+  EXPECT_EQ(s.transpose(0, -1).item(), 2.5);
+  EXPECT_EQ(s.squeeze(0).shape(), Shape{});
+  EXPECT_EQ(s.unsqueeze(0).shape(), Shape{1});
+  // reductions over dim 0 (or -1) of a 0-d tensor reduce its one value, as in PyTorch; gradients are 1
+  Tensor x = full(Shape{}, -1.5, DType::f64).requires_grad_();
+  Tensor y = sum(x, {0}) + mean(x, {-1}, true) + max(x, 0);
+  EXPECT_EQ(y.shape(), Shape{});
+  EXPECT_EQ(y.item(), -4.5);
+  y.backward();
+  EXPECT_EQ(x.grad().item(), 3.0);
+  EXPECT_EQ(argmax(x, -1).item(), 0.0);
+  EXPECT_EQ(var(x.detach(), {0}, /*unbiased=*/false).item(), 0.0);
+  expect_error([&] { sum(s, {1}); }, {"sum: dim 1 is out of range for a tensor with 0 dims"});
+  expect_error([&] { max(s, 1); }, {"max: dim 1 is out of range"});
+}

@@ -35,6 +35,8 @@ Plan make_plan(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdi
     std::sort(p.dims.begin(), p.dims.end());
     NG_CHECK(std::adjacent_find(p.dims.begin(), p.dims.end()) == p.dims.end(), op,
              "a dim appears twice in the list of dims to reduce");
+    // A 0-d x: dim 0 (or -1) is allowed, as in PyTorch, and names the one value; nothing to permute away.
+    if (x.dim() == 0) p.dims.clear();
   }
   for (int64_t d = 0; d < x.dim(); ++d) {
     bool reduced = std::binary_search(p.dims.begin(), p.dims.end(), d);
@@ -229,6 +231,10 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 // max: y = x_k with k = argmax.   dx_i = dout if i == k else 0.
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return max(x32, dim, keepdim); });
+  if (x.dim() == 0) {  // the one value (make_plan checks that dim is 0 or -1)
+    make_plan(x, {dim}, keepdim, "max");
+    return x.clone();
+  }
   Plan p = make_plan(x, {dim}, keepdim, "max");
   Tensor idx = argmax_rows(x, p, "max");
   Tensor rows = rows_view(x, p);

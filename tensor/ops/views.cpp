@@ -146,9 +146,9 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  if (dim() < 2 && d0 == d1) return *this;
   d0 = wrap_dim(d0, dim(), "transpose");
   d1 = wrap_dim(d1, dim(), "transpose");
+  if (dim() < 2) return *this;  // 0-d (dims 0 and -1 both name "the" dim) and 1-D: nothing to swap
   std::vector<int64_t> p(static_cast<size_t>(dim()));
   std::iota(p.begin(), p.end(), 0);
   std::swap(p[d0], p[d1]);
@@ -156,6 +156,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  NG_CHECK(dim() > 0, "slice", "expected a tensor with at least 1 dim, got a 0-d tensor");
   d = wrap_dim(d, dim(), "slice");
   NG_CHECK(step >= 1, "slice", "step must be positive, got ", step);
   int64_t n = shape()[d];
@@ -182,6 +183,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  NG_CHECK(dim() > 0, "narrow", "expected a tensor with at least 1 dim, got a 0-d tensor");
   d = wrap_dim(d, dim(), "narrow");
   NG_CHECK(start >= 0 && length >= 0 && start + length <= shape()[d], "narrow", "window [", start, ", ",
            start + length, ") is out of range for dim ", d, " of size ", shape()[d]);
@@ -189,6 +191,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  NG_CHECK(dim() > 0, "select", "expected a tensor with at least 1 dim, got a 0-d tensor");
   d = wrap_dim(d, dim(), "select");
   int64_t n = shape()[d];
   NG_CHECK(index >= -n && index < n, "select", "index ", index, " is out of range for dim ", d, " of size ",
@@ -230,7 +233,7 @@ Tensor Tensor::expand(const Shape& want) const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   d = wrap_dim(d, dim(), "squeeze");
-  if (shape()[d] != 1) return *this;
+  if (dim() == 0 || shape()[d] != 1) return *this;
   Shape s = shape();
   s.erase(s.begin() + d);
   return reshape(s);
@@ -248,6 +251,9 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
   NG_CHECK(!ts.empty(), "cat", "expected at least one tensor");
   const Tensor& first = ts[0];
+  for (size_t i = 0; i < ts.size(); ++i)
+    NG_CHECK(ts[i].dim() > 0, "cat", "tensor ", i,
+             " is 0-d, and 0-d tensors have no dim to join along (use stack)");
   d = wrap_dim(d, first.dim(), "cat");
   Shape s = first.shape();
   s[d] = 0;
