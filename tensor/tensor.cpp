@@ -201,6 +201,7 @@ void check_untracked_in_place(const Tensor& self, const Tensor* other, const cha
 }
 
 void check_no_internal_overlap(const Tensor& self, const char* op) {
+  if (self.numel() == 0) return;  // no element is written
   for (int64_t d = 0; d < self.dim(); ++d)
     NG_CHECK(self.stride(d) != 0 || self.size(d) <= 1, op, "the tensor written in place has shape ",
              shape_str(self.shape()), " and strides ", shape_str(self.strides()), ": dim ", d,

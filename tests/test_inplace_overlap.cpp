@@ -80,7 +80,10 @@ TEST(InPlaceOverlap, ExpandedDestinationIsRefusedExceptByFill) {
   // fill_ stores one value, so every write to the shared address agrees (PyTorch takes it too)
   wide.fill_(5.0);
   EXPECT_EQ(values(base), std::vector<double>(4, 5.0));
-  // a size-1 dim of stride 0 is one element: not refused
+  // a size-1 dim of stride 0 is one element, and an empty expanded view writes nothing: not refused
   Tensor one = zeros({4}).unsqueeze(0).expand({1, 4});
   mul_(one, 3.0);
+  Tensor none = zeros({0, 1}).expand({0, 5});
+  mul_(none, 3.0);
+  none.copy_(ones({5}));
 }
