@@ -377,14 +377,15 @@ def make_case(op, rng):
     if op == "cross_entropy":
         lead = rand_shape(rng, nd=rng.choice([1, 2]))
         V = rng.choice([2, 5, 17, 70]) if not large else rng.choice([1000, 4100])
-        a["ignore_index"] = -100
+        # the ignored target: -100 (PyTorch's default), or a class id itself (then that class is skipped)
+        a["ignore_index"] = ign = rng.choice([-100, -100, -1, 0, 1])
         t = int_input(lead, 0, V, rng)
         n = math.prod(t["shape"])
         for i in range(n):
             if rng.random() < 0.15:
-                t["data"][i] = -100
+                t["data"][i] = ign
         if t["data"]:
-            t["data"][0] = rng.randrange(V)  # not all ignored (where normgrad's convention differs)
+            t["data"][0] = V - 1  # not all ignored (where normgrad's convention differs); V - 1 >= 1 is no ign
         if t["views"]:  # the kept target must be one the views keep: keep every target then
             t["data"] = [rng.randrange(V) for _ in range(n)]
         return dt, a, [float_input(lead + [V], rng), t]
