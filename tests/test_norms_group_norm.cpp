@@ -506,8 +506,16 @@ TEST(GroupNorm, InstanceNormRunningStats) {
   EXPECT_NEAR(rv[0], 0.9 + 0.1 * (1 + 4) / 2.0, 1e-6);
   EXPECT_NEAR(rv[1], 0.9 + 0.1 * (12 + 0) / 2.0, 1e-6);
   // eval: per channel with the running stats (like BatchNorm in eval)
+  // num_batches_tracked stays 0, as in PyTorch's InstanceNorm (which never counts it)
+  in(x);
+  EXPECT_EQ(in.num_batches_tracked.item(), 0.0);
   in.eval();
+  rm = in.running_mean.to_vector<double>(), rv = in.running_var.to_vector<double>();
   std::vector<double> y = in(x).to_vector<double>();
   EXPECT_NEAR(y[0], (1.0 - rm[0]) / std::sqrt(rv[0] + 1e-5), 1e-5);
   EXPECT_NEAR(y[3], (0.0 - rm[1]) / std::sqrt(rv[1] + 1e-5), 1e-5);
+  // momentum = nullopt: refused with running statistics (PyTorch would never move them), fine without
+  expect_error([] { nn::InstanceNorm2d(2, 1e-5, std::nullopt, false, true); },
+               {"InstanceNorm2d: momentum = nullopt", "PyTorch's InstanceNorm takes it as 0"});
+  nn::InstanceNorm2d untracked(2, 1e-5, std::nullopt);
 }

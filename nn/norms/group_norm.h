@@ -52,6 +52,8 @@ class GroupNorm : public Module {
 // track_running_stats=False): every (sample, channel) normalized over its positions, i.e. group_norm with
 // G = C. With track_running_stats, training also updates running_mean / running_var (the batch average of
 // the per-instance statistics, unbiased variance, PyTorch's momentum), and eval normalizes with them.
+// num_batches_tracked is registered and saved but stays 0, and momentum = nullopt is refused there (PyTorch
+// would take it as 0: running statistics that never move).
 class InstanceNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;
