@@ -730,6 +730,8 @@ def main():
     ap.add_argument("--show", type=int, default=40, help="print at most this many differing cases")
     ap.add_argument("--dump", default="", help="write each differing case to DIR/case_ID.json")
     ap.add_argument("--edge", action="store_true", help="draw dims of size 0 and more 0-d tensors")
+    ap.add_argument("--save-cases", default="", help="also write every case (one JSON line each) to FILE, "
+                    "to replay through view_sweep alone (e.g. at another thread count)")
     args = ap.parse_args()
     global EDGE
     EDGE = args.edge
@@ -741,6 +743,7 @@ def main():
     torch.manual_seed(args.seed)
     proc = subprocess.Popen([args.binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     counts, bad, known, shown = {}, {}, {}, 0
+    saved = open(args.save_cases, "w") if args.save_cases else None
     for cid in range(args.cases):
         op = ops[cid % len(ops)]
         dt, a, ins = make_case(op, rng)
@@ -756,6 +759,8 @@ def main():
             low = run_torch(op, a, ins, dt, False, ref["dy"], rng)
             if low["error"] is not None:
                 low = None
+        if saved is not None:
+            saved.write(json.dumps(case) + "\n")
         # normgrad
         proc.stdin.write(json.dumps(case) + "\n")
         proc.stdin.flush()
@@ -807,6 +812,8 @@ def main():
                 print(f"case {cid} {op} {dt} {a} inputs {lay}:\n    " + "\n    ".join(problems))
     proc.stdin.close()
     proc.wait()
+    if saved is not None:
+        saved.close()
     total = sum(counts.values())
     nbad = sum(bad.values())
     print(f"\n{total} cases, {nbad} differ, {sum(known.values())} where a known convention differs")
