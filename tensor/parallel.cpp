@@ -1,5 +1,7 @@
 #include "tensor/parallel.h"
 
+#include "tensor/error.h"
+
 #if defined(NORMGRAD_OPENMP)
 #include <omp.h>
 #endif
@@ -20,6 +22,8 @@ int num_threads() {
 }
 
 void set_num_threads(int n) {
+  NG_CHECK(n <= kMaxThreads, "set_num_threads", "expected at most ", kMaxThreads, " threads, got ", n,
+           " (0 or less: the OpenMP default)");
 #if defined(NORMGRAD_OPENMP)
   g_threads = n > 0 ? n : 0;
   if (n > 0) omp_set_num_threads(n);

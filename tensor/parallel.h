@@ -10,8 +10,13 @@
 
 namespace ng {
 
+// The most threads set_num_threads takes (and the trainers' and benchmarks' --threads). Past it is an
+// ng::Error: OpenMP starts that many threads at the next parallel region, and at 100000 libgomp ran out of
+// resources and the process crashed (a segmentation fault, 2026-11-28); 5000 ran.
+constexpr int kMaxThreads = 1024;
+
 int num_threads();
-void set_num_threads(int n);  // n <= 0: the OpenMP default
+void set_num_threads(int n);  // n <= 0: the OpenMP default; n > kMaxThreads: ng::Error
 
 // Run fn(begin, end) over [0, n) cut into chunks of at least `grain` items, in parallel.
 // Chunk boundaries depend only on n and grain, never on the thread count.

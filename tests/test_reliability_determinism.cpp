@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "normgrad.h"
@@ -85,6 +86,25 @@ TEST(Determinism, TinyLMTrainingIsBitwiseIdenticalAcrossThreadCountsAndRuns) {
     EXPECT_NEAR(value_of(one.front()), std::log(32.0), 0.5) << norm;
     EXPECT_LT(value_of(one.back()), value_of(one.front()) - 0.3) << norm;
   }
+}
+
+// A thread count past kMaxThreads is refused before OpenMP sees it (100000 crashed the process in libgomp),
+// and the count in force is left as it was.
+TEST(Determinism, SetNumThreadsRefusesAbsurdCounts) {
+  const int before = num_threads();
+  set_num_threads(2);
+  try {
+    set_num_threads(100000);
+    ADD_FAILURE() << "set_num_threads(100000) was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("set_num_threads: expected at most 1024 threads, got 100000"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(num_threads(), 2);
+  set_num_threads(kMaxThreads);  // the bound itself is taken (no parallel region runs here)
+  EXPECT_EQ(num_threads(), kMaxThreads);
+  set_num_threads(before);
 }
 
 TEST(Determinism, DifferentSeedsGiveDifferentLosses) {
