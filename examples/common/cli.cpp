@@ -27,7 +27,8 @@ void add_common_flags(CLI::App& app, CommonOptions& o) {
       ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed (same seed and --threads: same numbers)")
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "worker threads (default: all cores)")->check(CLI::Range(1, ng::kMaxThreads));
+  app.add_option("--threads", o.threads, "worker threads (default: all cores)")
+      ->check(CLI::Range(1, ng::kMaxThreads));
   app.add_option("--steps", o.steps, "training steps (default: the experiment's own)")
       ->check(CLI::Range(int64_t(1), int64_t(100000000)));
   app.add_flag("--quick", o.quick, "short run (under 2 minutes on 2 cores)");
