@@ -511,6 +511,12 @@ def rope_torch(x, theta):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
+def round_h(h):
+    """h rounded to the case's half dtype (torch_op.round_to), in the f64 reference; else h"""
+    r = getattr(torch_op, "round_to", None)
+    return h.to(r).to(h.dtype) if r is not None and h.dtype == torch.float64 else h
+
+
 def torch_op(op, a, ins, dt):
     F = torch.nn.functional
     x = ins[0]
@@ -590,8 +596,10 @@ def torch_op(op, a, ins, dt):
         if w is not None and w.dtype != x.dtype:  # normgrad takes f32 weights for a bf16 x
             return F.layer_norm(x.float(), a["normalized_shape"], w, b, a["eps"]).to(x.dtype)
         return F.layer_norm(x, a["normalized_shape"], w, b, a["eps"])
+    # the fused add + norm rounds h as the unfused ops do (nn/norms/add_norm.h): alpha * x rounded to x's
+    # dtype, then + a, rounded; the f64 reference of an f16/bf16 case does the same (round_h)
     if op == "add_layer_norm":
-        h = a["alpha"] * x + ins[1]
+        h = round_h(round_h(a["alpha"] * x) + ins[1])
         w, b = opt(2), opt(3)
         if w is not None and w.dtype != x.dtype:
             return F.layer_norm(h.float(), a["normalized_shape"], w, b, a["eps"]).to(x.dtype)
@@ -599,7 +607,7 @@ def torch_op(op, a, ins, dt):
     if op == "rms_norm":
         return F.rms_norm(x, (x.shape[-1],), opt(1), a["eps"])
     if op == "add_rms_norm":
-        return F.rms_norm(a["alpha"] * x + ins[1], (x.shape[-1],), opt(2), 1e-5)
+        return F.rms_norm(round_h(round_h(a["alpha"] * x) + ins[1]), (x.shape[-1],), opt(2), 1e-5)
     if op == "group_norm":
         return F.group_norm(x, a["groups"], opt(1), opt(2), a["eps"])
     if op == "batch_norm":
@@ -683,6 +691,7 @@ def run_torch(op, a, ins, dt, exact, dy_l, rng):
     used)."""
     out = {"error": None, "shape": None, "y": None, "grads": [], "extra": [], "dy": dy_l}
     torch_op.extra = []
+    torch_op.round_to = TORCH_DTYPE[dt] if exact and dt in ("bf16", "f16") else None
     try:
         leaves = []
         for s in ins:
