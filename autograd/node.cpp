@@ -1,5 +1,7 @@
 #include "autograd/node.h"
 
+#include <mutex>
+
 #include "autograd/grad_mode.h"
 #include "tensor/ops/elementwise.h"
 
@@ -61,7 +63,20 @@ bool sole_owner(const Tensor& g) {
 }
 }  // namespace
 
+// ---- leaves shared by threads --------------------------------------------------------------------
+// Two threads may build graphs on the same leaf (a model's parameters) and run backward at once: each
+// makes or finds the leaf's AccumulateGrad (gradient_edge), and each adds into the leaf's .grad (apply).
+// Both read and write the leaf's shared_ptr and weak_ptr fields, which is a data race without a lock: two
+// threads x 20000 backward() into one leaf aborted with "pure virtual method called" (a node freed while
+// in use; 2026-11-28). One process-wide mutex guards both: uncontended it costs ~20 ns per leaf edge and
+// per accumulation, and threads that accumulate at the same time take turns (PyTorch takes a lock per
+// leaf). Everything else a backward touches belongs to its own graph.
+namespace {
+std::mutex g_leaf_mutex;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  std::lock_guard<std::mutex> lock(g_leaf_mutex);
   TensorImpl& l = *leaf;
   if (!l.grad) {
     // First gradient. The incoming tensor may be shared with other paths (y = x + x hands the same
@@ -111,6 +126,7 @@ Edge gradient_edge(const Tensor& t) {
   TensorImpl& impl = t.impl();
   if (impl.grad_fn) return Edge{impl.grad_fn};
   if (!impl.requires_grad) return Edge{};
+  std::lock_guard<std::mutex> lock(g_leaf_mutex);  // (leaves shared by threads, above)
   std::shared_ptr<Node> acc = impl.grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(t.impl_ptr());

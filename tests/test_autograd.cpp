@@ -3,6 +3,7 @@
 
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "normgrad.h"
 #include "ops_test_util.h"
@@ -207,4 +208,26 @@ TEST(Gradcheck, RejectsF32Inputs) {
   Tensor x = ones({2}).requires_grad_();
   expect_error([&] { gradcheck([](const std::vector<Tensor>& in) { return in[0]; }, {x}); },
                {"gradcheck: input 0 has dtype f32; finite differences need f64 inputs"});
+}
+
+// Two threads that run backward() into the same leaf (a shared parameter) at once: every gradient arrives,
+// and nothing breaks. The leaf's AccumulateGrad and .grad are guarded by one mutex (autograd/node.cpp);
+// without it this aborted with "pure virtual method called" (a node freed while in use).
+TEST(Autograd, ThreadsRunningBackwardIntoOneLeaf) {
+  ng::testing::ThreadsGuard one(1);  // the threads are the test's; no OpenMP team inside them
+  Tensor w = ones({64}, DType::f64).requires_grad_();
+  Tensor m = ones({8, 8}, DType::f64).requires_grad_();
+  constexpr int kSteps = 20000;
+  auto work = [&] {
+    for (int i = 0; i < kSteps; ++i) {
+      Tensor loss = sum(mul(w, 2.0)) + sum(matmul(m, m.t()));
+      loss.backward();
+    }
+  };
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  // d/dw sum(2 w) = 2; d/dm sum(m m^T) = 2 * (row sums of m, broadcast) = 16 at m = ones
+  EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(64, 2.0 * 2 * kSteps));
+  EXPECT_EQ(m.grad().to_vector<double>(), std::vector<double>(64, 16.0 * 2 * kSteps));
 }
