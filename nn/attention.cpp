@@ -49,6 +49,7 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& cfg, Generator& 
 // On a device, the tables and the mask are built on the CPU and copied there once (and again if the model
 // moves to another device).
 RopeTables CausalSelfAttention::rope_for(int64_t T, DType dtype, Device device) {
+  std::lock_guard<std::mutex> lock(rope_mutex_);  // (see attention.h; the slices below keep their storage)
   RopeTables& cached = rope_cache_[int(dtype)];
   if (!cached.cos.defined() || cached.cos.size(0) < T || cached.cos.device() != device) {
     const int64_t rows = std::max(T, cached.cos.defined() ? 2 * cached.cos.size(0) : T);

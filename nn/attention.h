@@ -23,6 +23,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 
 #include "nn/dropout.h"
 #include "nn/linear.h"
@@ -68,9 +69,13 @@ class CausalSelfAttention : public Module {
 
  private:
   // RoPE tables (per dtype), derived data rather than state: computed on first use for
-  // the longest T seen, and sliced to the T at hand.
+  // the longest T seen, and sliced to the T at hand. The only thing a forward writes in the module, so
+  // threads that run one model's forward at once (inference on a shared model) take turns here: without
+  // the lock, one thread grew the tables while another sliced them ("narrow: window [0, 33) is out of range
+  // for dim 0 of size 32", 2026-11-28).
   RopeTables rope_for(int64_t T, DType dtype, Device device);
   std::map<int, RopeTables> rope_cache_;
+  std::mutex rope_mutex_;
 };
 
 }  // namespace ng::nn

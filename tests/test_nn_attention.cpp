@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "normgrad.h"
@@ -212,5 +213,42 @@ TEST(Attention, NamesAndErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected x of shape (B, T, 8), got (2, 3, 6)"), std::string::npos)
         << e.what();
+  }
+}
+
+// Two threads running one model's forward at once (inference on a shared model): the RoPE tables, which a
+// forward grows for a longer T, are built under a lock (nn/attention.h). Without it one thread sliced the
+// tables while the other replaced them: "narrow: window [0, 33) is out of range for dim 0 of size 32".
+// Each thread's outputs are also those of the model run alone.
+TEST(Attention, ThreadsRunningOneModelsForwardAtOnce) {
+  ng::testing::ThreadsGuard one(1);  // the threads are the test's
+  nn::TinyLMConfig c = nn::TinyLMConfig::minimind(20, 16, 1, 2, 1);
+  std::vector<std::vector<double>> alone;  // the logits at each T from one thread
+  {
+    nn::TinyLM m(c);
+    NoGradGuard no_grad;
+    for (int64_t T = 1; T <= 64; ++T)
+      alone.push_back(m.forward(from_vector(std::vector<int64_t>(size_t(T), 3), {1, T})).to_vector<double>());
+  }
+  for (int round = 0; round < 300; ++round) {
+    nn::TinyLM m(c);  // fresh tables: both threads grow them
+    bool same[2] = {true, true};
+    std::string error[2];
+    auto work = [&](int id) {
+      NoGradGuard no_grad;
+      try {
+        for (int64_t T = 1; T <= 64; ++T)
+          same[id] &=
+              m.forward(from_vector(std::vector<int64_t>(size_t(T), 3), {1, T})).to_vector<double>() ==
+              alone[size_t(T - 1)];
+      } catch (const Error& e) {
+        error[id] = e.what();
+      }
+    };
+    std::thread a(work, 0), b(work, 1);
+    a.join();
+    b.join();
+    ASSERT_EQ(error[0] + error[1], "") << "round " << round;
+    ASSERT_TRUE(same[0] && same[1]) << "round " << round;
   }
 }
