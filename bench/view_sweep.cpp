@@ -41,7 +41,9 @@ DType dtype_named(const std::string& s) {
   throw Error("view_sweep: unknown dtype '" + s + "'");
 }
 
-Shape shape_of(const json& j) { return j.get<Shape>(); }
+Shape shape_of(const json& j) {
+  return j.get<Shape>();
+}
 
 // One view of the chain, applied to t (each is differentiable, so the gradient reaches the base).
 Tensor apply_view(const Tensor& t, const json& v) {
@@ -51,7 +53,8 @@ Tensor apply_view(const Tensor& t, const json& v) {
   if (name == "slice")
     return t.slice(v.at(1).get<int64_t>(), v.at(2).get<int64_t>(), v.at(3).get<int64_t>(),
                    v.at(4).get<int64_t>());
-  if (name == "narrow") return t.narrow(v.at(1).get<int64_t>(), v.at(2).get<int64_t>(), v.at(3).get<int64_t>());
+  if (name == "narrow")
+    return t.narrow(v.at(1).get<int64_t>(), v.at(2).get<int64_t>(), v.at(3).get<int64_t>());
   if (name == "select") return t.select(v.at(1).get<int64_t>(), v.at(2).get<int64_t>());
   if (name == "expand") return t.expand(shape_of(v.at(1)));
   if (name == "unsqueeze") return t.unsqueeze(v.at(1).get<int64_t>());
@@ -67,8 +70,10 @@ Tensor apply_view(const Tensor& t, const json& v) {
 json values_of(const Tensor& t) {
   json out = json::array();
   for (double v : t.detach().contiguous().to_vector<double>()) {
-    if (std::isfinite(v)) out.push_back(v);
-    else out.push_back(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+    if (std::isfinite(v))
+      out.push_back(v);
+    else
+      out.push_back(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
   }
   return out;
 }

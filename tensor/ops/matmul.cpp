@@ -113,7 +113,7 @@ static Tensor with_vectors(const Tensor& a, const Tensor& b, F&& f) {
            shape_str(b.shape()), " (a's last dim ", a.size(-1), " must equal b's ",
            b.dim() == 1 ? "length " : "second-to-last ", kb, ")");
   Tensor out = f(a.dim() == 1 ? a.unsqueeze(0) : a, b.dim() == 1 ? b.unsqueeze(1) : b);  // (..., M, N)
-  if (b.dim() == 1) out = out.squeeze(-1);                                                // (..., M)
+  if (b.dim() == 1) out = out.squeeze(-1);                                               // (..., M)
   if (a.dim() == 1) out = out.squeeze(b.dim() == 1 ? -1 : -2);                           // M = 1 removed
   return out;
 }
@@ -168,6 +168,8 @@ static Tensor matmul_matrices(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return with_vectors(a, b, matmul_matrices); }
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  return with_vectors(a, b, matmul_matrices);
+}
 
 }  // namespace ng
