@@ -518,4 +518,8 @@ TEST(GroupNorm, InstanceNormRunningStats) {
   expect_error([] { nn::InstanceNorm2d(2, 1e-5, std::nullopt, false, true); },
                {"InstanceNorm2d: momentum = nullopt", "PyTorch's InstanceNorm takes it as 0"});
   nn::InstanceNorm2d untracked(2, 1e-5, std::nullopt);
+  // and when set to nullopt after construction (a public field), at the next training forward
+  nn::InstanceNorm1d later(2, 1e-5, 0.1, false, true);
+  later.momentum = std::nullopt;
+  expect_error([&] { later(x); }, {"InstanceNorm1d: momentum = nullopt"});
 }

@@ -250,6 +250,10 @@ TEST(Views, ZeroDimTensorsInOpsThatTakeADim) {
   y.backward();
   EXPECT_EQ(x.grad().item(), 3.0);
   EXPECT_EQ(argmax(x, -1).item(), 0.0);
+  // the same gradients by central differences, with a random upstream gradient (f64)
+  Generator g(3);
+  expect_gradcheck([](auto& in) { return sum(in[0], {0}) * 2.0 + mean(in[0], {-1}, true) + max(in[0], 0); },
+                   {randn(Shape{}, g, DType::f64).requires_grad_()});
   EXPECT_EQ(var(x.detach(), {0}, /*unbiased=*/false).item(), 0.0);
   expect_error([&] { sum(s, {1}); }, {"sum: dim 1 is out of range for a tensor with 0 dims"});
   expect_error([&] { max(s, 1); }, {"max: dim 1 is out of range"});

@@ -2048,6 +2048,16 @@ Tensor GroupNorm::forward(const Tensor& x) {
   return F::group_norm(x, num_groups, weight, bias, eps);
 }
 
+// PyTorch's InstanceNorm turns momentum = None into 0 (its running statistics never move); BatchNorm's
+// cumulative average, which normgrad gave it until 2026-11-28, is not PyTorch's either. So it is refused, at
+// construction and at each training forward (momentum is a public field).
+static void check_tracked_momentum(const std::optional<double>& momentum, bool track, const char* name) {
+  NG_CHECK(momentum.has_value() || !track, name,
+           "momentum = nullopt (BatchNorm's cumulative average) is not supported with track_running_stats: "
+           "PyTorch's InstanceNorm takes it as 0 and never moves its running statistics; give a momentum in "
+           "[0, 1]");
+}
+
 InstanceNorm::InstanceNorm(int64_t num_features_in, double eps_in, std::optional<double> momentum_in,
                            bool affine_in, bool track, int64_t spatial_dims, const char* name)
     : num_features(num_features_in),
@@ -2060,12 +2070,7 @@ InstanceNorm::InstanceNorm(int64_t num_features_in, double eps_in, std::optional
   NG_CHECK(num_features > 0, name, "expected num_features > 0, got ", num_features);
   norms::check_eps(eps, name);
   norms::check_momentum(momentum, name);
-  // PyTorch's InstanceNorm turns momentum = None into 0 (its running statistics never move); BatchNorm's
-  // cumulative average, which normgrad gave it until 2026-11-28, is not PyTorch's either. So it is refused.
-  NG_CHECK(momentum.has_value() || !track_running_stats, name,
-           "momentum = nullopt (BatchNorm's cumulative average) is not supported with track_running_stats: "
-           "PyTorch's InstanceNorm takes it as 0 and never moves its running statistics; give a momentum in "
-           "[0, 1]");
+  check_tracked_momentum(momentum, track_running_stats, name);
   if (affine) {
     weight = register_parameter("weight", ones({num_features}));
     bias = register_parameter("bias", zeros({num_features}));
@@ -2092,6 +2097,7 @@ Tensor InstanceNorm::forward(const Tensor& x_in) {
   } else {
     y = F::group_norm(x, num_features, weight, bias, eps);
     if (track_running_stats) {
+      check_tracked_momentum(momentum, track_running_stats, name_);
       // running stats: batch average of the per-instance mean and unbiased variance, as PyTorch does.
       // num_batches_tracked is PyTorch's too: registered, saved, and never counted (F.instance_norm does not
       // touch it; normgrad counted it until 2026-11-28, so its state_dict differed from PyTorch's).
