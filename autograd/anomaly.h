@@ -9,7 +9,8 @@
 //             backward produced NaN/Inf throws, naming the Node and its inputs' shapes.
 //
 //   {
-//     ng::DetectAnomalyGuard anomaly;   // on inside this scope (it nests: the previous state comes back)
+//     ng::DetectAnomalyGuard anomaly;   // on inside this scope, in this thread (it nests: the previous
+//                                       // state comes back; other threads keep their own switch)
 //     Tensor loss = model.forward(x);   // throws ng::Error "anomaly: the forward of Log ..." if log(-1) ran
 //     loss.backward();                  // throws ng::Error "anomaly: the backward of DivBackward ..."
 //   }

@@ -13,7 +13,11 @@
 namespace ng {
 
 namespace {
-bool g_anomaly = false;
+// One switch per thread, as grad mode is (autograd/grad_mode.cpp): DetectAnomalyGuard restores the state it
+// found, and that is only sound if no other thread flips the same switch in between. The process-wide plain
+// bool it was before was also a data race between a thread setting it and another one recording ops (stop
+// 40; UserThreads.AnomalyModeIsPerThread).
+thread_local bool g_anomaly = false;
 }  // namespace
 
 bool anomaly_enabled() { return g_anomaly; }

@@ -29,6 +29,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
 // Anomaly detection hook: when on, the engine checks every gradient a Node returns and throws an
 // ng::Error naming the first Node whose backward produced NaN or Inf (see autograd/anomaly.h).
+// The switch belongs to the calling thread, like grad mode: turning it on in one thread leaves the others'
+// ops unchecked.
 bool anomaly_enabled();
 void set_anomaly_enabled(bool on);
 

@@ -1,5 +1,7 @@
 #include "tensor/parallel.h"
 
+#include <atomic>
+
 #include "tensor/error.h"
 
 #if defined(NORMGRAD_OPENMP)
@@ -9,11 +11,15 @@
 namespace ng {
 
 namespace {
-int g_threads = 0;  // 0: not chosen yet
-}
+// 0: not chosen yet. Atomic because any thread may set it while others run kernels that read it. A plain int
+// was a data race: stop 40 found it by reading the globals, and ThreadSanitizer reports it in a plain-int
+// build of UserThreads.SetNumThreadsFromAnotherThreadWhileKernelsRun. Relaxed order is enough: the count only
+// sizes the next parallel region, and a kernel's result never depends on it (tensor/parallel.h).
+std::atomic<int> g_threads{0};
+}  // namespace
 
 int num_threads() {
-  if (g_threads > 0) return g_threads;
+  if (const int n = g_threads.load(std::memory_order_relaxed); n > 0) return n;
 #if defined(NORMGRAD_OPENMP)
   return omp_get_max_threads();
 #else
@@ -25,11 +31,11 @@ void set_num_threads(int n) {
   NG_CHECK(n <= kMaxThreads, "set_num_threads", "expected at most ", kMaxThreads, " threads, got ", n,
            " (0 or less: the OpenMP default)");
 #if defined(NORMGRAD_OPENMP)
-  g_threads = n > 0 ? n : 0;
+  g_threads.store(n > 0 ? n : 0, std::memory_order_relaxed);
   if (n > 0) omp_set_num_threads(n);
 #else
   (void)n;
-  g_threads = 1;
+  g_threads.store(1, std::memory_order_relaxed);
 #endif
 }
 

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The test suite under ThreadSanitizer: the `tsan` preset (clang, -O1 -g1 -fsanitize=thread, no CUDA, no
+# bench), run with LLVM's OpenMP runtime and its Archer tool.
+#
+#   bash scripts/tsan.sh                                   # every test (~4 min build + ~3 min tests, 2 cores)
+#   TSAN_TESTS="test_user_threads test_gemm" bash scripts/tsan.sh   # only these test executables
+#
+# Why clang and libomp: GCC's libgomp synchronises its threads with futexes that ThreadSanitizer cannot see,
+# so every parallel region would be reported as a race. LLVM's libomp tells ThreadSanitizer about its
+# barriers, locks and task ends through Archer (OMP_TOOL_LIBRARIES below), so what is left is a real race:
+# two threads touching one location, at least one writing, with nothing ordering them.
+#
+# What it covers: the kernels' own teams (each test's ctest environment has OMP_NUM_THREADS=2), and the
+# std::threads of tests/test_user_threads.cpp and the other Threads* tests. A report makes the test's
+# process exit with 66, so ctest fails it. CI (.ci/run) runs it on the tests that start threads of their own,
+# coordinate OpenMP threads by hand or merge per-thread partial sums; docs/reliability.md has the list.
+#
+# Why the SIMD kernels are built for SSE4 (and Highway's portable EMU128) only, and not for this machine's
+# best target as in scripts/asan.sh: ThreadSanitizer sees accesses of 1, 2, 4, 8 and 16 bytes, and AVX2's
+# 32-byte and AVX-512's 64-byte loads and stores are invisible to it. With AVX-512 a GEMM that skipped the
+# barrier before repacking B gave wrong products and no report; built for SSE4 the same mutant gave 42
+# reports (stop 40). Every x86-64 machine CI runs on has SSE4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh clang libclang-rt-14-dev libomp-14-dev  # the TSan runtime; libomp and Archer
+cmake --preset tsan -G Ninja >/dev/null
+targets=${TSAN_TESTS:-}
+if [ -n "$targets" ]; then
+  # shellcheck disable=SC2086
+  cmake --build --preset tsan -j"$(nproc)" --target normgrad $targets
+  regex=""
+  for t in $targets; do
+    # the tests of these executables: gtest_discover_tests writes each one's list beside it
+    names=$(sed -n 's/^add_test( *\[=\[\([^]]*\)\]=\].*/\1/p' "build/tsan/tests/${t}[1]_tests.cmake")
+    for n in $names; do regex+="${regex:+|}^${n}\$"; done
+  done
+  select=(-R "$regex")
+else
+  cmake --build --preset tsan -j"$(nproc)"
+  select=()
+fi
+archer="$(dirname "$(readlink -f "$(command -v clang++)")")/../lib/libarcher.so"
+[ -f "$archer" ] || { echo "tsan: Archer not found at $archer (Debian: libomp-14-dev)" >&2; exit 1; }
+export OMP_TOOL_LIBRARIES="$archer"
+# ignore_noninstrumented_modules: libomp's own accesses are not instrumented and not ours to report.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-ignore_noninstrumented_modules=1:halt_on_error=0:second_deadlock_stack=1}
+ctest --preset tsan -j"$(nproc)" --timeout 900 "${select[@]}"
