@@ -41,12 +41,14 @@ __global__ void rope_kernel(const T* x, const T* cos_t, const T* sin_t, T* out, 
   }
 }
 
-// out[k] = mask[k] != 0 ? value : x[k]; nan in the mask counts as nonzero, as on the CPU.
-template <typename T>
-__global__ void masked_fill_kernel(const T* x, const T* mask, T* out, int64_t n, T value) {
+// out[k] = mask[k] != 0 ? value : x[k]; nan in the mask counts as nonzero, as on the CPU. The mask is read
+// in its own type M (float for f16/bf16/f32 masks, which widen exactly; double; int64): converted to x's
+// dtype, a small nonzero f32 value underflowed to 0 in f16 and stopped masking.
+template <typename T, typename M>
+__global__ void masked_fill_kernel(const T* x, const M* mask, T* out, int64_t n, T value) {
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x)
-    out[k] = !(to_acc(mask[k]) == acc_t<T>(0)) ? value : x[k];
+    out[k] = !(mask[k] == M(0)) ? value : x[k];
 }
 
 }  // namespace
@@ -60,6 +62,13 @@ Tensor rope_rotate(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t, do
            "expected contiguous x (B, T, NH, HS) and tables, got x ", shape_str(x.shape()));
   NG_CHECK(cos_t.dtype() == x.dtype() && sin_t.dtype() == x.dtype(), op, "tables have dtype ",
            dtype_name(cos_t.dtype()), ", expected x's dtype ", dtype_name(x.dtype()));
+  // The shapes apply_rope checks (nn/rope.cpp), again here: this entry is public, and short tables would be
+  // read past their end; an odd head size would leave out's last value unwritten.
+  NG_CHECK(x.size(3) % 2 == 0, op, "head size must be even, got x ", shape_str(x.shape()));
+  NG_CHECK(cos_t.dim() == 2 && cos_t.size(0) >= x.size(1) && cos_t.size(1) == x.size(3) / 2 &&
+               sin_t.shape() == cos_t.shape(),
+           op, "tables have shapes ", shape_str(cos_t.shape()), " and ", shape_str(sin_t.shape()),
+           ", expected (>= ", x.size(1), ", ", x.size(3) / 2, ") for x ", shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1), NH = x.size(2), half = x.size(3) / 2;
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   const int64_t pairs = B * T * NH * half;
@@ -79,11 +88,12 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
            mask.device().str());
   NG_CHECK(mask.shape() == x.shape(), op, "expected the mask expanded to x's shape ", shape_str(x.shape()),
            ", got ", shape_str(mask.shape()));
-  NG_CHECK(is_floating(x.dtype()) && is_floating(mask.dtype()), op,
-           "expected floating x and mask on CUDA, got ", dtype_name(x.dtype()), " and ",
+  NG_CHECK(is_floating(x.dtype()) && (is_floating(mask.dtype()) || mask.dtype() == DType::i64), op,
+           "expected a floating x and a floating or i64 mask on CUDA, got ", dtype_name(x.dtype()), " and ",
            dtype_name(mask.dtype()));
-  // Both made contiguous (the mask is usually a broadcast (T, T) view) and the mask converted to x's dtype.
-  Tensor xc = contiguous(x), mc = cast(mask, x.dtype());
+  // Both made contiguous (the mask is usually a broadcast (T, T) view); a half mask is widened to f32.
+  const DType mask_dt = mask.dtype() == DType::f16 || mask.dtype() == DType::bf16 ? DType::f32 : mask.dtype();
+  Tensor xc = contiguous(x), mc = mask.dtype() == mask_dt ? contiguous(mask) : cast(mask, mask_dt);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   const int64_t n = x.numel();
   if (n == 0) return out;
@@ -95,7 +105,15 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
       v = __float2bfloat16_rn(float(value));
     else
       v = D(value);
-    masked_fill_kernel<D><<<blocks_for(n), kThreads>>>(dptr<D>(xc), dptr<D>(mc), dptr<D>(out), n, v);
+    if (mask_dt == DType::f32)
+      masked_fill_kernel<D, float>
+          <<<blocks_for(n), kThreads>>>(dptr<D>(xc), dptr<float>(mc), dptr<D>(out), n, v);
+    else if (mask_dt == DType::f64)
+      masked_fill_kernel<D, double>
+          <<<blocks_for(n), kThreads>>>(dptr<D>(xc), dptr<double>(mc), dptr<D>(out), n, v);
+    else
+      masked_fill_kernel<D, int64_t>
+          <<<blocks_for(n), kThreads>>>(dptr<D>(xc), dptr<int64_t>(mc), dptr<D>(out), n, v);
     NG_CUDA_CHECK_LAUNCH();
   });
   return out;

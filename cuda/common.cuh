@@ -168,6 +168,26 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// A grid of `blocks` blocks along x, or an ng::Error naming `op` past CUDA's limit of 2^31 - 1: an
+// unsigned(blocks) of more would launch a truncated grid that leaves rows unwritten, silently, and one
+// between 2^31 and 2^32 fails with "invalid configuration argument".
+inline unsigned grid_x(int64_t blocks, const char* op) {
+  NG_CHECK(blocks <= 2147483647, op, "needs ", blocks, " blocks of rows, past CUDA's grid limit of 2^31 - 1");
+  return unsigned(blocks);
+}
+
+// Launch a row kernel (the norms', softmax's and cross-entropy's): warp-per-row up to kWarpPerRowMax
+// values, block-per-row beyond.
+template <typename LaunchWarp, typename LaunchBlock>
+void launch_rows(int64_t rows, int64_t L, LaunchWarp&& warp, LaunchBlock&& block, const char* op) {
+  if (rows == 0) return;
+  if (L <= kWarpPerRowMax)
+    warp(dim3(grid_x(ceil_div(rows, kRowsPerBlock), op)), dim3(32, kRowsPerBlock));
+  else
+    block(dim3(grid_x(rows, op)), dim3(kBlockPerRowThreads));
+  NG_CUDA_CHECK_LAUNCH();
+}
+
 // ---- strided indexing (elementwise ops with broadcasting) -----------------------------------------------
 constexpr int kMaxDims = 8;
 // Maps a row-major linear index over `sizes` to element offsets in up to K operands with their own strides

@@ -76,7 +76,10 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
 Tensor embedding_backward(const Tensor& dout, const Tensor& ids, int64_t V) {
   const char* op = "cuda::embedding_backward";
   check_cuda(dout, op, "dout");
-  const int64_t N = ids.numel(), C = dout.size(-1);
+  const int64_t N = ids.numel();
+  NG_CHECK(dout.dim() == 2 && dout.size(0) == N, op, "expected dout of shape (", N, ", C) for ", N,
+           " ids, got ", shape_str(dout.shape()));
+  const int64_t C = dout.size(1);
   Tensor dw = zeros({V, C}, dout.dtype(), dout.device());
   if (N == 0 || C == 0) return dw;
 
@@ -84,7 +87,12 @@ Tensor embedding_backward(const Tensor& dout, const Tensor& ids, int64_t V) {
   Tensor ids_host = ids.to(Device::cpu()).contiguous();
   const int64_t* id = ids_host.data<int64_t>();
   std::vector<int64_t> count(size_t(V), 0);
-  for (int64_t i = 0; i < N; ++i) ++count[size_t(id[i])];
+  for (int64_t i = 0; i < N; ++i) {
+    // The forward checked these; this entry is public too, and a bad id would write past `count`.
+    NG_CHECK(id[i] >= 0 && id[i] < V, op, "id ", id[i], " at position ", i, " is out of range for ", V,
+             " embeddings");
+    ++count[size_t(id[i])];
+  }
   std::vector<int64_t> used, starts{0}, first(size_t(V), 0);
   for (int64_t v = 0; v < V; ++v)
     if (count[size_t(v)] > 0) {
@@ -114,7 +122,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     const int64_t V = weight.size(0), C = weight.size(1);
     SavedTensor sids(ids, "cuda::embedding");
     attach(out, "CudaEmbeddingBackward", {weight}, [=](const Tensor& dout) -> std::vector<Tensor> {
-      return {embedding_backward(contiguous(dout).reshape({-1, C}), sids.unpack(), V)};
+      // (N, C), not (-1, C): with C = 0 the -1 could be anything, and reshape refuses it.
+      const Tensor ids_saved = sids.unpack();
+      return {embedding_backward(contiguous(dout).reshape({ids_saved.numel(), C}), ids_saved, V)};
     });
   }
   return out;

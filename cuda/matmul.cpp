@@ -14,8 +14,10 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <limits>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/function.h"
@@ -177,6 +179,14 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
     return out;
   }
   Operand A = prepare(a, batch), B = prepare(b, batch);
+  // cuBLAS takes sizes, leading dimensions and the batch count as int: past INT_MAX they would wrap (K = 2^32
+  // + 5 would multiply 5 columns) and give a wrong product with no error.
+  for (const auto& [v, what] :
+       {std::pair{M, "M"}, std::pair{N, "N"}, std::pair{K, "K"}, std::pair{batch, "the batch count"},
+        std::pair{A.ld, "a's leading dimension"}, std::pair{B.ld, "b's leading dimension"}})
+    NG_CHECK(v <= std::numeric_limits<int>::max(), op, what, " = ", v,
+             " is past cuBLAS's int range (at most ", std::numeric_limits<int>::max(), "), for a ",
+             shape_str(a.shape()), " @ ", shape_str(b.shape()));
 
   cudaDataType_t type;
   cublasComputeType_t compute;

@@ -15,8 +15,12 @@ Tensor contiguous_as(const Tensor& t, DType dt) {
   return t.defined() ? cast(t.detach(), dt) : t;
 }
 // A gradient computed in the compute dtype, returned in the dtype and shape of the tensor it belongs to.
+// An empty batch has no rows to sum, so the kernels give a gradient of length 0; it is zeros of the
+// parameter's shape, as on the CPU (norms::grad_like).
 Tensor grad_like(const Tensor& g, DType dt, const Shape& shape) {
-  return g.defined() ? cast(g.reshape(shape), dt) : g;
+  if (!g.defined()) return g;
+  if (g.numel() == 0) return zeros(shape, dt, g.device());
+  return cast(g.reshape(shape), dt);
 }
 
 void check_same_device(const Tensor& t, const Tensor& x, const char* name, const char* op) {

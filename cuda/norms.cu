@@ -375,17 +375,6 @@ bool can_vectorize(int64_t L, DType dt, std::initializer_list<const Tensor*> ten
   return true;
 }
 
-// Launch a row kernel: warp-per-row up to kWarpPerRowMax values, block-per-row beyond.
-template <typename LaunchWarp, typename LaunchBlock>
-void launch_rows(int64_t rows, int64_t L, LaunchWarp&& warp, LaunchBlock&& block) {
-  if (rows == 0) return;
-  if (L <= kWarpPerRowMax)
-    warp(dim3(unsigned(ceil_div(rows, kRowsPerBlock))), dim3(32, kRowsPerBlock));
-  else
-    block(dim3(unsigned(rows)), dim3(kBlockPerRowThreads));
-  NG_CUDA_CHECK_LAUNCH();
-}
-
 // Number of partial rows for a reduction over `count` items: fixed by the size alone (deterministic), about
 // 64 items per partial, at most 256 partials.
 int64_t partial_count(int64_t count) {
@@ -401,6 +390,9 @@ norms::NormStats row_forward(const Tensor& x, int64_t rows, int64_t L, const Ten
   st.y = empty(x.shape(), x.dtype(), x.device());
   if (centered) st.mean = empty({rows}, adt, x.device());
   st.rstd = empty({rows}, adt, x.device());
+  // Nothing to normalize (a GroupNorm of (N, C, 0) has rows but no values in them): the kernel would read
+  // a row's first value as its shift. As on the CPU, the statistics stay unset.
+  if (x.numel() == 0) return st;
   const bool vec = can_vectorize(L, x.dtype(), {&x, &st.y});
   NG_CUDA_DISPATCH_FLOAT(x.dtype(), op, [&]<typename T>() {
     using A = acc_t<T>;
@@ -416,7 +408,8 @@ norms::NormStats row_forward(const Tensor& x, int64_t rows, int64_t L, const Ten
           norm_forward_kernel<T, true><<<grid, block>>>(dptr<T>(x), dptr<T>(st.y), opt_mut<A>(st.mean),
                                                         dptr<A>(st.rstd), aff, rows, L, A(eps), centered,
                                                         vec);
-        });
+        },
+        op);
   });
   return st;
 }
@@ -425,6 +418,7 @@ Tensor row_dx(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tenso
               int64_t L, const Tensor& weight, int64_t groups, int64_t channels_per_group, int64_t S,
               bool centered, const char* op) {
   Tensor dx = empty(x.shape(), x.dtype(), x.device());
+  if (x.numel() == 0) return dx;
   const bool vec = can_vectorize(L, x.dtype(), {&x, &dy, &dx});
   NG_CUDA_DISPATCH_FLOAT(x.dtype(), op, [&]<typename T>() {
     using A = acc_t<T>;
@@ -440,7 +434,8 @@ Tensor row_dx(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tenso
           norm_backward_kernel<T, true><<<grid, block>>>(dptr<T>(dy), dptr<T>(x), opt_ptr<A>(mean),
                                                          dptr<A>(rstd), dptr<T>(dx), aff, rows, L, centered,
                                                          vec);
-        });
+        },
+        op);
   });
   return dx;
 }

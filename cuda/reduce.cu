@@ -59,7 +59,7 @@ Tensor reduce(const Tensor& x, std::vector<int64_t> dims, bool keepdim, bool tak
   const double scale = take_mean ? 1.0 / double(L) : 1.0;  // mean of nothing: 0 * inf = nan, as on the CPU
   NG_CUDA_DISPATCH_FLOAT(x.dtype(), op, [&]<typename T>() {
     row_sum_kernel<T>
-        <<<unsigned(rows), 256>>>(dptr<T>(xc), dptr<T>(out), rows, L, L == 0 && take_mean ? NAN : scale);
+        <<<grid_x(rows, op), 256>>>(dptr<T>(xc), dptr<T>(out), rows, L, L == 0 && take_mean ? NAN : scale);
     NG_CUDA_CHECK_LAUNCH();
   });
   return out;

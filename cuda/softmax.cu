@@ -83,6 +83,15 @@ __global__ void cross_entropy_rows_kernel(const T* x, const int64_t* targets, ac
   const T* xr = x + row * V;
   A mx, lse;
   row_max_lse<T, Team>(xr, V, scratch, mx, lse);
+  if (!isfinite(mx)) {
+    // The CPU's rule (logsumexp_rows_reference, tensor/ops/loss.cpp): a row of -inf has lse -inf, a row
+    // with a +inf has +inf (so its loss is +inf, not NaN), and a NaN anywhere makes it NaN. The sum of
+    // exp(x - mx) gave NaN for all three (inf - inf). mx is the team's, so the whole team takes this branch.
+    A nan_seen = 0;
+    for (int64_t i = Team::rank(); i < V; i += Team::size())
+      if (isnan(to_acc(xr[i]))) nan_seen = 1;
+    lse = Team::max(nan_seen, scratch) > 0 ? A(NAN) : mx;
+  }
   if (Team::rank() != 0) return;
   lse_out[row] = lse;
   const int64_t t = targets[row];
@@ -137,16 +146,6 @@ __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* targets
   }
 }
 
-template <typename LaunchWarp, typename LaunchBlock>
-void launch_rows(int64_t rows, int64_t L, LaunchWarp&& warp, LaunchBlock&& block) {
-  if (rows == 0) return;
-  if (L <= kWarpPerRowMax)
-    warp(dim3(unsigned(ceil_div(rows, kRowsPerBlock))), dim3(32, kRowsPerBlock));
-  else
-    block(dim3(unsigned(rows)), dim3(kBlockPerRowThreads));
-  NG_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 Tensor softmax_forward(const Tensor& x, bool log_out) {
@@ -164,7 +163,8 @@ Tensor softmax_forward(const Tensor& x, bool log_out) {
         },
         [&](dim3 g, dim3 b) {
           softmax_forward_kernel<T, true><<<g, b>>>(dptr<T>(xc), dptr<T>(y), rows, L, log_out);
-        });
+        },
+        op);
   });
   return y;
 }
@@ -189,7 +189,8 @@ Tensor softmax_backward(const Tensor& y, const Tensor& dy, bool log_out) {
         [&](dim3 g, dim3 b) {
           softmax_backward_kernel<T, true>
               <<<g, b>>>(dptr<T>(yc), dptr<T>(dyc), dptr<T>(dx), rows, L, log_out);
-        });
+        },
+        op);
   });
   return dx;
 }
@@ -238,6 +239,8 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   Shape lead(logits.shape().begin(), logits.shape().end() - 1);
   NG_CHECK(targets.shape() == lead, op, "targets have shape ", shape_str(targets.shape()), ", expected ",
            shape_str(lead), " (logits ", shape_str(logits.shape()), " without the last dim)");
+  NG_CHECK(V > 0 || numel(lead) == 0, op, "expected at least one class (V >= 1), got logits ",
+           shape_str(logits.shape()));
   const DType acc = compute_dtype(logits.dtype());
   Tensor xc = contiguous(logits.detach()), tc = contiguous(targets);
   CrossEntropyForward f;
@@ -262,7 +265,8 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
           cross_entropy_rows_kernel<T, true><<<g, b>>>(dptr<T>(xc), dptr<int64_t>(tc), dptr<A>(f.lse),
                                                        dptr<A>(row_loss), dptr<int64_t>(row_counts), bad_ptr,
                                                        rows, V, ignore_index);
-        });
+        },
+        op);
     cross_entropy_mean_kernel<A><<<1, 1024>>>(dptr<A>(row_loss), dptr<int64_t>(row_counts), dptr<A>(f.loss),
                                               dptr<int64_t>(f.count), rows);
     NG_CUDA_CHECK_LAUNCH();
@@ -303,9 +307,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   if (logits.dtype() != loss.dtype()) loss = cast(loss, logits.dtype());
   if (needs_grad({logits})) {
     SavedTensor sx(logits.detach(), "cuda::cross_entropy"), st(targets, "cuda::cross_entropy");
-    attach(loss, "CudaCrossEntropyBackward", {logits}, [=](const Tensor& dout) -> std::vector<Tensor> {
-      return {cross_entropy_backward(sx.unpack(), st.unpack(), f, dout, ignore_index)};
-    });
+    // The backward keeps lse and count only. Capturing all of f kept f.loss, which IS `loss` for f32/f64
+    // logits: loss -> grad_fn -> this closure -> loss, a cycle that leaked the loss, lse and saved logits
+    // of every call not followed by backward() (an evaluation with grad mode on, retain_graph, an error).
+    const Tensor lse = f.lse, count = f.count;
+    attach(loss, "CudaCrossEntropyBackward", {logits},
+           [sx, st, lse, count, ignore_index](const Tensor& dout) -> std::vector<Tensor> {
+             CrossEntropyForward saved;
+             saved.lse = lse;
+             saved.count = count;
+             return {cross_entropy_backward(sx.unpack(), st.unpack(), saved, dout, ignore_index)};
+           });
   }
   return loss;
 }

@@ -8,17 +8,9 @@
 namespace ng {
 
 Tensor empty(const Shape& shape, DType dtype) {
-  // Check sizes and that numel * dtype_size fits before multiplying (an overflow would allocate too little).
-  int64_t n = 1;
-  const int64_t item = int64_t(dtype_size(dtype));
-  for (int64_t s : shape) {
-    NG_CHECK(s >= 0, "empty", "sizes must be non-negative, got shape ", shape_str(shape));
-    NG_CHECK(s == 0 || n <= std::numeric_limits<int64_t>::max() / item / s, "empty", "shape ", shape_str(shape),
-             " has too many elements (the byte size overflows 64 bits)");
-    n *= s;
-  }
+  const int64_t nbytes = storage_bytes(shape, int64_t(dtype_size(dtype)), "empty");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(size_t(numel(shape)) * dtype_size(dtype));
+  impl->storage = std::make_shared<Storage>(size_t(nbytes));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

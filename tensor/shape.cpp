@@ -3,6 +3,7 @@
 #include "tensor/error.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace ng {
 
@@ -22,6 +23,17 @@ int64_t numel(const Shape& shape) {
     n = checked_mul(n, s, shape);
   }
   return n;
+}
+
+int64_t storage_bytes(const Shape& shape, int64_t item_size, const char* op) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    NG_CHECK(s >= 0, op, "sizes must be non-negative, got shape ", shape_str(shape));
+    NG_CHECK(s == 0 || n <= std::numeric_limits<int64_t>::max() / item_size / s, op, "shape ",
+             shape_str(shape), " has too many elements (the byte size overflows 64 bits)");
+    n *= s;
+  }
+  return n * item_size;
 }
 
 // A zero-size dim contributes 1 to the strides (as PyTorch does), so an empty tensor's strides stay those of

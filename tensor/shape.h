@@ -15,6 +15,10 @@ using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
 int64_t numel(const Shape& shape);
+// The bytes a new contiguous tensor of `shape` takes, item_size bytes per element: an ng::Error naming `op`
+// for a negative size or a byte count past int64 (which would otherwise wrap and allocate too little).
+// Every allocating factory calls it, CPU and CUDA alike.
+int64_t storage_bytes(const Shape& shape, int64_t item_size, const char* op);
 // Row-major ("C order") strides, in elements.
 Strides contiguous_strides(const Shape& shape);
 // "(2, 16, 128)"

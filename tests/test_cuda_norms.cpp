@@ -260,6 +260,29 @@ TEST(CudaNorms, ErrorsNameOpAndDevices) {
   msg = error_of([&] { ng::cuda::group_norm(on_gpu(ng::ones({2, 6, 3})), 4); });
   EXPECT_NE(msg.find("cuda::group_norm: num_groups 4 must divide the 6 channels"), std::string::npos) << msg;
 }
+
+// Empty inputs, as on the CPU (stop 40; needs a GPU, none was lent): LayerNorm/RMSNorm on a batch of no rows
+// give weight/bias gradients of zeros in the parameters' shape (the kernels' length-0 sums were reshaped to
+// (n) and refused); GroupNorm on (N, C, 0) returns its empty output (the kernel read a first value as the
+// shift of each of the N * G rows).
+TEST(CudaNorms, EmptyInputsAsOnTheCpu) {
+  NG_REQUIRE_GPU();
+  Tensor w = on_gpu(ng::ones({8})).requires_grad_(), b = on_gpu(ng::zeros({8})).requires_grad_();
+  Tensor x = on_gpu(ng::zeros({0, 8})).requires_grad_();
+  ng::sum(ng::cuda::layer_norm(x, {8}, w, b)).backward();
+  EXPECT_EQ(on_cpu(w.grad()).to_vector<double>(), std::vector<double>(8, 0.0));
+  EXPECT_EQ(on_cpu(b.grad()).to_vector<double>(), std::vector<double>(8, 0.0));
+  Tensor w2 = on_gpu(ng::ones({8})).requires_grad_();
+  ng::sum(ng::cuda::rms_norm(x, w2)).backward();
+  EXPECT_EQ(on_cpu(w2.grad()).to_vector<double>(), std::vector<double>(8, 0.0));
+  Tensor g = on_gpu(ng::zeros({2, 4, 0})).requires_grad_();
+  Tensor gw = on_gpu(ng::ones({4})).requires_grad_(), gb = on_gpu(ng::zeros({4})).requires_grad_();
+  Tensor y = ng::cuda::group_norm(g, 2, gw, gb);
+  EXPECT_EQ(ng::shape_str(y.shape()), "(2, 4, 0)");
+  ng::sum(y).backward();
+  EXPECT_EQ(ng::shape_str(g.grad().shape()), "(2, 4, 0)");
+  EXPECT_EQ(on_cpu(gw.grad()).to_vector<double>(), std::vector<double>(4, 0.0));
+}
 #else
 TEST(CudaNorms, SkippedWithoutCudaBackend) {
   GTEST_SKIP() << "normgrad was built without the CUDA backend (NORMGRAD_CUDA=OFF or no nvcc)";

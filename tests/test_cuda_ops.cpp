@@ -4,6 +4,11 @@
 #ifdef NORMGRAD_HAVE_CUDA
 #include <cuda_runtime_api.h>  // CUDART_VERSION
 
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+
 #include "optim/adam.h"
 #include "tensor/ops/index.h"
 #include "tensor/ops/loss.h"
@@ -235,6 +240,169 @@ TEST(CudaOps, MatmulThroughCublasEveryTransposeAndBatch) {
       0.5);
   std::string msg = error_of([&] { ng::cuda::matmul(da, on_gpu(ng::randn({5, 3}, gen, DType::f64))); });
   EXPECT_NE(msg.find("cuda::matmul: inner dimensions differ"), std::string::npos) << msg;
+}
+
+// ---- stop 40: what a reading of the backend found (the runs of these tests need a GPU; none was lent) ----
+
+// A graph dropped without backward() is freed on the GPU too. cuda::cross_entropy's backward closure held
+// its own loss (f.loss is the loss tensor for f32/f64 logits): loss -> grad_fn -> closure -> loss.
+TEST(CudaOps, GraphDroppedWithoutBackwardIsFreed) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(41);
+  const Tensor targets = on_gpu(ng::from_vector(std::vector<int64_t>{0, 3, 1}, {3}));
+  const Tensor ids = on_gpu(ng::from_vector(std::vector<int64_t>{0, 2, 2}, {3}));
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+      {"cross_entropy f64", [&](const Tensor& x) { return ng::cuda::cross_entropy(x, targets); }},
+      {"cross_entropy bf16",
+       [&](const Tensor& x) { return ng::cuda::cross_entropy(x.to(DType::bf16), targets); }},
+      {"softmax", [](const Tensor& x) { return ng::cuda::softmax(x, -1); }},
+      {"log_softmax", [](const Tensor& x) { return ng::cuda::log_softmax(x, -1); }},
+      {"matmul", [](const Tensor& x) { return ng::cuda::matmul(x, x.t()); }},
+      {"layer_norm", [](const Tensor& x) { return ng::cuda::layer_norm(x, {4}); }},
+      {"rms_norm", [](const Tensor& x) { return ng::cuda::rms_norm(x); }},
+      {"embedding", [&](const Tensor& x) { return ng::cuda::embedding(x, ids); }},
+  };
+  for (const auto& [name, f] : ops) {
+    for (bool run_backward : {false, true}) {
+      std::weak_ptr<ng::TensorImpl> out_impl;
+      std::weak_ptr<ng::Node> node;
+      {
+        Tensor x = on_gpu(ng::randn({3, 4}, gen, DType::f64)).requires_grad_();
+        Tensor out = f(x);
+        ASSERT_TRUE(out.requires_grad()) << name;
+        out_impl = out.impl_ptr();
+        node = out.grad_fn();
+        if (run_backward) ng::sum(out).backward();
+      }
+      EXPECT_TRUE(out_impl.expired()) << name << (run_backward ? " after backward" : "") << ": output kept";
+      EXPECT_TRUE(node.expired()) << name << (run_backward ? " after backward" : "") << ": node kept";
+    }
+  }
+}
+
+// Non-finite logits give the CPU's log-sum-exp and loss: a +inf logit (not the target) makes the loss +inf,
+// not NaN; a row of -inf has lse -inf; a NaN makes both NaN. V = 0 with rows is the CPU's error.
+TEST(CudaOps, CrossEntropyOnNonFiniteLogitsIsTheCpus) {
+  NG_REQUIRE_GPU();
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  for (int64_t V : {4, 5000}) {  // warp-per-row and block-per-row
+    for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+      std::vector<double> v(size_t(3 * V), 0.5);
+      v[1] = inf;                                               // row 0: a +inf, target 0
+      for (int64_t i = 0; i < V; ++i) v[size_t(V + i)] = -inf;  // row 1: all -inf (ignored)
+      v[size_t(2 * V + 3)] = nan;                               // row 2: a NaN, target 0
+      const Tensor logits = ng::from_vector(v, {3, V}).to(dt);
+      const Tensor t = ng::from_vector(std::vector<int64_t>{0, -100, 0}, {3});
+      const ng::cuda::CrossEntropyForward f =
+          ng::cuda::cross_entropy_forward(on_gpu(logits), on_gpu(t), -100);
+      const std::vector<double> lse = on_cpu(f.lse).to_vector<double>();
+      EXPECT_EQ(lse[0], inf) << V << " " << ng::dtype_name(dt);
+      EXPECT_EQ(lse[1], -inf) << V << " " << ng::dtype_name(dt);
+      EXPECT_TRUE(std::isnan(lse[2])) << V << " " << ng::dtype_name(dt);
+      // rows 0 and 2 count: the loss is (inf + nan) / 2 = nan on both sides; row 0 alone is +inf
+      const Tensor t0 = ng::from_vector(std::vector<int64_t>{0, -100, -100}, {3});
+      EXPECT_EQ(on_cpu(ng::cuda::cross_entropy(on_gpu(logits), on_gpu(t0))).item(),
+                ng::cross_entropy(logits, t0).item());
+      EXPECT_EQ(ng::cross_entropy(logits, t0).item(), inf);
+    }
+  }
+  const std::string msg = error_of([] {
+    ng::cuda::cross_entropy(on_gpu(ng::zeros({2, 0})),
+                            on_gpu(ng::from_vector(std::vector<int64_t>{0, 0}, {2})));
+  });
+  EXPECT_NE(msg.find("cuda::cross_entropy: expected at least one class (V >= 1), got logits (2, 0)"),
+            std::string::npos)
+      << msg;
+}
+
+// add_ and mul_ compute in the compute dtype with the scalar in it, and round once into self, as on the CPU:
+// the scalar used to be rounded to self's dtype first (f16: 1e-7 became 1.19e-7, 19% off; 3e-8 became the
+// smallest subnormal, 2x). Not bit for bit: the CPU's mul_ multiplies in f64, and its add_ may fuse.
+TEST(CudaOps, InPlaceScalarsAreNotRoundedToHalfFirst) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(42);
+  // relative: two units in the last place of each dtype
+  const std::vector<std::pair<DType, double>> dtypes = {
+      {DType::f16, 2e-3}, {DType::bf16, 1.6e-2}, {DType::f32, 2.4e-7}};
+  auto worst_relative = [](const Tensor& got, const Tensor& want) {
+    const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+    double worst = 0;
+    for (size_t i = 0; i < w.size(); ++i)
+      worst = std::max(worst, std::abs(g[i] - w[i]) / (std::abs(w[i]) + 1e-30));
+    return worst;
+  };
+  for (const auto& [dt, tol] : dtypes) {
+    for (double s : {1e-7, 3e-8, 0.3, 1.0 / 3.0}) {
+      const Tensor a = ng::mul(ng::randn({1000}, gen), 1000.0).to(dt);
+      const Tensor b = ng::randn({1000}, gen).to(dt);
+      Tensor ca = a.clone(), ga = on_gpu(a);
+      ng::mul_(ca, s);
+      ng::mul_(ga, s);
+      EXPECT_LE(worst_relative(on_cpu(ga), ca), tol) << ng::dtype_name(dt) << " mul_ " << s;
+      Tensor cb = a.clone(), gb = on_gpu(a);
+      ng::add_(cb, b, s);
+      ng::add_(gb, on_gpu(b), s);
+      EXPECT_LE(worst_relative(on_cpu(gb), cb), tol) << ng::dtype_name(dt) << " add_ " << s;
+    }
+  }
+}
+
+// masked_fill reads the mask in its own dtype: a tiny nonzero f32 mask value still masks an f16 x (it
+// underflowed to 0 when the mask was converted to x's dtype), and an i64 mask is accepted, as on the CPU.
+TEST(CudaOps, MaskedFillReadsTheMaskInItsOwnDtype) {
+  NG_REQUIRE_GPU();
+  const Tensor x = ng::from_vector(std::vector<double>{1, 2, 3, 4}, {4}).to(DType::f16);
+  const Tensor mf = ng::from_vector(std::vector<double>{0, 1e-30, 0, std::nan("")}, {4});
+  const Tensor mi = ng::from_vector(std::vector<int64_t>{0, 7, 0, -1}, {4});
+  for (const Tensor& m : {mf, mf.to(DType::f64), mi}) {
+    const Tensor want = ng::masked_fill(x, m, -5.0);
+    EXPECT_EQ(want.to_vector<double>(), (std::vector<double>{1, -5, 3, -5}));
+    EXPECT_EQ(on_cpu(ng::cuda::masked_fill(on_gpu(x), on_gpu(m), -5.0)).to_vector<double>(),
+              want.to_vector<double>())
+        << ng::dtype_name(m.dtype());
+  }
+}
+
+// Entries of the backend that callers may use directly check what the core's ops check before them.
+TEST(CudaOps, RawEntriesCheckTheirArguments) {
+  NG_REQUIRE_GPU();
+  ng::Generator gen(43);
+  std::string msg = error_of([&] {
+    ng::cuda::embedding_backward(on_gpu(ng::randn({2, 3}, gen)),
+                                 on_gpu(ng::from_vector(std::vector<int64_t>{1, 9}, {2})), 5);
+  });
+  EXPECT_NE(msg.find("cuda::embedding_backward: id 9 at position 1 is out of range for 5 embeddings"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] {
+    ng::cuda::embedding_backward(on_gpu(ng::randn({3, 3}, gen)),
+                                 on_gpu(ng::from_vector(std::vector<int64_t>{1, 2}, {2})), 5);
+  });
+  EXPECT_NE(msg.find("cuda::embedding_backward: expected dout of shape (2, C) for 2 ids, got (3, 3)"),
+            std::string::npos)
+      << msg;
+  const Tensor x = on_gpu(ng::randn({1, 8, 2, 4}, gen));
+  msg = error_of([&] {
+    ng::cuda::rope_rotate(x, on_gpu(ng::ones({4, 2})), on_gpu(ng::ones({4, 2})), 1.0);  // 4 < T = 8
+  });
+  EXPECT_NE(msg.find("cuda::rope: tables have shapes (4, 2) and (4, 2), expected (>= 8, 2)"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] {
+    ng::cuda::rope_rotate(on_gpu(ng::randn({1, 2, 1, 3}, gen)), on_gpu(ng::ones({2, 1})),
+                          on_gpu(ng::ones({2, 1})), 1.0);
+  });
+  EXPECT_NE(msg.find("cuda::rope: head size must be even"), std::string::npos) << msg;
+}
+
+// An embedding table of width 0 has a gradient of width 0 (the backward's reshape({-1, 0}) refused it).
+TEST(CudaOps, EmbeddingOfWidthZero) {
+  NG_REQUIRE_GPU();
+  Tensor w = on_gpu(ng::zeros({5, 0})).requires_grad_();
+  Tensor out = ng::cuda::embedding(w, on_gpu(ng::from_vector(std::vector<int64_t>{1, 4}, {2})));
+  EXPECT_EQ(ng::shape_str(out.shape()), "(2, 0)");
+  ng::sum(out).backward();
+  EXPECT_EQ(ng::shape_str(w.grad().shape()), "(5, 0)");
 }
 #else
 TEST(CudaOps, SkippedWithoutCudaBackend) {

@@ -98,6 +98,22 @@ TEST(CudaAllocator, RoundsTo512Bytes) {
   EXPECT_EQ(ng::cuda::round_allocation(4096 * 4 + 3), 16896u);
 }
 
+// The byte count is checked before anything reaches the device, so this runs without a GPU: 2^61 f64 values
+// are 2^64 bytes, which wrapped to 0 and got a 512-byte block that every kernel then wrote past.
+TEST(CudaAllocator, AByteCountPast64BitsIsAnError) {
+  for (auto [shape, dt] : {std::pair{ng::Shape{int64_t(1) << 61}, ng::DType::f64},
+                           std::pair{ng::Shape{int64_t(1) << 31, int64_t(1) << 31}, ng::DType::f32},
+                           std::pair{ng::Shape{3, int64_t(1) << 62}, ng::DType::bf16}}) {
+    const std::string msg = error_of([&] { ng::cuda::empty(shape, dt, Device::cuda(0)); });
+    EXPECT_NE(msg.find("cuda::empty: shape " + ng::shape_str(shape) +
+                       " has too many elements (the byte size overflows 64 bits)"),
+              std::string::npos)
+        << msg;
+  }
+  const std::string msg = error_of([] { ng::cuda::empty({2, -1}, ng::DType::f32, Device::cuda(0)); });
+  EXPECT_NE(msg.find("cuda::empty: sizes must be non-negative, got shape (2, -1)"), std::string::npos) << msg;
+}
+
 // ---- GPU
 // ----------------------------------------------------------------------------------------------------
 TEST(CudaCopy, RoundTripEveryDtype) {
