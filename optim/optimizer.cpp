@@ -1,6 +1,9 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -29,10 +32,44 @@ Optimizer::Optimizer(nn::NamedTensors params, double lr_) : lr(lr_), params_(std
     NG_CHECK(seen_tensors.insert(p.impl_ptr().get()).second, "Optimizer", "parameter '", name,
              "' is the same tensor as an earlier one (a tied weight must be listed once)");
   }
+  check_no_shared_elements();
   state_.resize(params_.size());
 }
 
 Optimizer::Optimizer(const std::vector<Tensor>& params, double lr_) : Optimizer(name_them(params), lr_) {}
+
+// Two parameters that are views of one storage (slices of one flat buffer) are fine as long as no element
+// belongs to both: a shared element would be updated twice per step, with two sets of moments. The same
+// tensor listed twice is caught above; this catches distinct views that overlap. Parameters are contiguous,
+// so each one is the byte range [data, data + numel * itemsize) of its storage.
+void Optimizer::check_no_shared_elements() const {
+  struct Span {
+    const void* storage;
+    uintptr_t begin, end;
+    size_t index;
+  };
+  std::vector<Span> spans;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    if (p.numel() == 0) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(p.raw_data());
+    spans.push_back(
+        {p.impl_ptr()->storage.get(), begin, begin + uintptr_t(p.numel()) * dtype_size(p.dtype()), i});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.storage != b.storage ? std::less<const void*>()(a.storage, b.storage) : a.begin < b.begin;
+  });
+  for (size_t k = 1; k < spans.size(); ++k) {
+    const Span &a = spans[k - 1], &b = spans[k];
+    if (a.storage != b.storage || b.begin >= a.end) continue;
+    const size_t first = std::min(a.index, b.index), second = std::max(a.index, b.index);
+    fail(
+        "Optimizer", "parameters '", params_[first].first, "' ", shape_str(params_[first].second.shape()),
+        " and '", params_[second].first, "' ", shape_str(params_[second].second.shape()),
+        " share elements (overlapping views of one storage); each element must belong to one parameter, or a "
+        "step would update it twice");
+  }
+}
 
 void Optimizer::check_lr(const char* op) const {
   NG_CHECK(lr >= 0 && std::isfinite(lr), op, "expected a finite learning rate >= 0, got ", lr);

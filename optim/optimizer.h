@@ -59,6 +59,10 @@ class Optimizer {
 
   nn::NamedTensors params_;
   std::vector<ParamState> state_;
+
+ private:
+  // ng::Error naming the two parameters when two of them share an element (overlapping views of a storage).
+  void check_no_shared_elements() const;
 };
 
 }  // namespace ng::optim

@@ -235,6 +235,34 @@ TEST(OptimErrors, BadOptionsAndParams) {
   }
 }
 
+// Parameters that are views of one storage: fine when no element is in two of them (slices of one flat
+// buffer, each updated once per step), an ng::Error naming both when they overlap (an element would be
+// updated twice, with two sets of moments).
+TEST(OptimErrors, ParametersThatShareElements) {
+  const Tensor flat = zeros({10}, DType::f64);
+  Tensor a = flat.narrow(0, 0, 5).requires_grad_(), b = flat.narrow(0, 5, 5).requires_grad_();
+  set_grad(a, {1, 1, 1, 1, 1});
+  set_grad(b, {2, 2, 2, 2, 2});
+  optim::SGD sgd(nn::NamedTensors{{"a", a}, {"b", b}}, {.lr = 0.5});
+  sgd.step();
+  expect_values(flat, {-0.5, -0.5, -0.5, -0.5, -0.5, -1, -1, -1, -1, -1}, 0);
+
+  Tensor c = flat.narrow(0, 4, 3).requires_grad_();  // shares element 4 with a and 5, 6 with b
+  expect_error(
+      [&] {
+        optim::Adam(nn::NamedTensors{{"a", a}, {"b", b}, {"c", c}});
+      },
+      {"Optimizer: parameters 'a' (5) and 'c' (3) share elements (overlapping views of one storage)"});
+  expect_error(
+      [&] {
+        optim::SGD(nn::NamedTensors{{"c", c}, {"b", b}}, {.lr = 0.1});
+      },
+      {"Optimizer: parameters 'c' (3) and 'b' (5) share elements"});
+  // an empty view shares nothing, and other storages never overlap
+  Tensor e = flat.narrow(0, 4, 0).requires_grad_();
+  optim::SGD ok(nn::NamedTensors{{"a", a}, {"e", e}, {"p", param({1.0})}}, {.lr = 0.1});
+}
+
 TEST(ClipGradNorm, ReturnsTotalNormAndClips) {
   Tensor a = param({3.0, 0.0}), b = param({0.0}), c = param({1.0});
   set_grad(a, {3.0, 0.0});
