@@ -59,7 +59,13 @@ std::vector<int64_t> generate(TinyLM& model, const std::vector<int64_t>& prompt,
     NG_CHECK(prompt[i] >= 0 && prompt[i] < V, "generate", "prompt token ", prompt[i], " at position ", i,
              " is out of range [0, ", V, ")");
 
-  const bool was_training = model.is_training();
+  // The model's train/eval flag comes back however this returns: an error thrown by a forward left the model
+  // in eval mode before, so a training loop that caught it went on without dropout.
+  struct RestoreMode {
+    TinyLM& model;
+    bool was_training;
+    ~RestoreMode() { model.train(was_training); }
+  } restore{model, model.is_training()};
   model.eval();
   NoGradGuard no_grad;
   Generator gen(seed);
@@ -73,7 +79,6 @@ std::vector<int64_t> generate(TinyLM& model, const std::vector<int64_t>& prompt,
     std::vector<double> last = logits.select(1, T - 1).to_vector<double>();
     seq.push_back(sample_from_logits(last, temperature, top_k, gen));
   }
-  model.train(was_training);
   return seq;
 }
 

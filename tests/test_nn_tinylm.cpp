@@ -216,6 +216,20 @@ TEST(Sampling, ReproducibleForASeed) {
                {"generate: prompt token 9 at position 0 is out of range [0, 9)"});
 }
 
+// generate() runs the model in eval mode and gives back the mode it found, also when it throws: a bad
+// temperature is found by the first draw, after the switch, and it left a training model in eval mode
+// (no dropout for the rest of a training loop that caught the error).
+TEST(Sampling, ModeComesBackWhenGenerateThrows) {
+  nn::TinyLM m(tiny(9));
+  for (bool training : {true, false}) {
+    m.train(training);
+    EXPECT_THROW(nn::generate(m, {1, 2}, 3, -1.0), Error);
+    EXPECT_EQ(m.is_training(), training);
+    nn::generate(m, {1, 2}, 3, 1.0);
+    EXPECT_EQ(m.is_training(), training);
+  }
+}
+
 TEST(Sampling, FromLogitsFollowsTheDistribution) {
   // p = softmax([0, ln 3]) = (1/4, 3/4): 4000 draws land within 4 sigma of 3000 on token 1.
   Generator g(1);
