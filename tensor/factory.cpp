@@ -1,6 +1,5 @@
 // Tensor factories: empty, zeros, ones, full, arange, from_vector, tensor({...}).
 #include <cmath>
-#include <limits>
 
 #include "tensor/device_kernels.h"
 #include "tensor/tensor.h"
