@@ -1,6 +1,7 @@
 #include "nn/checkpoint.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -27,6 +28,49 @@ bool same_config(const std::string& a, const std::string& b) {
     return a == b;
   }
 }
+// vocab_size from the file's model config, or -1 when it has none.
+int64_t config_vocab_size(const std::map<std::string, std::string>& metadata) {
+  auto it = metadata.find("config");
+  if (it == metadata.end()) return -1;
+  try {
+    nlohmann::json j = nlohmann::json::parse(it->second);
+    if (j.is_object() && j.contains("vocab_size") && j["vocab_size"].is_number_integer())
+      return j["vocab_size"].get<int64_t>();
+  } catch (const std::exception&) {
+  }
+  return -1;
+}
+
+// How the file's optimizer (its kind and settings, from the metadata) differs from `opt`; lr is left out.
+std::vector<std::string> optimizer_differences(const std::map<std::string, std::string>& metadata,
+                                               const optim::Optimizer& opt) {
+  std::vector<std::string> out;
+  auto kind = metadata.find("optimizer");
+  if (kind == metadata.end()) return {"the file has no optimizer kind (metadata 'optimizer')"};
+  if (kind->second != opt.type_name())
+    return {"optimizer: the state was saved by " + kind->second + ", this optimizer is " + opt.type_name()};
+  auto hp = metadata.find("optimizer_hyperparameters");
+  if (hp == metadata.end())
+    return {"the file has no optimizer settings (metadata 'optimizer_hyperparameters')"};
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(hp->second);
+  } catch (const std::exception&) {
+    return {"optimizer_hyperparameters: not JSON"};
+  }
+  for (auto& [name, value] : opt.hyperparameters()) {
+    if (name == "lr") continue;
+    if (!saved.is_object() || !saved.contains(name) || !saved[name].is_number()) {
+      out.push_back("optimizer setting " + name + ": not in the file");
+    } else if (double v = saved[name].get<double>(); v != value) {
+      std::ostringstream m;
+      m << "optimizer setting " << name << ": " << v << " in the file, " << value << " in this "
+        << opt.type_name();
+      out.push_back(m.str());
+    }
+  }
+  return out;
+}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const TrainState& state) {
@@ -50,7 +94,13 @@ void save_checkpoint(const std::string& path, const TrainState& state) {
     all.emplace_back("rng." + name, i64_tensor({int64_t(gen->seed()), int64_t(gen->offset())}));
   }
   all.emplace_back("train.step", from_vector(std::vector<int64_t>{state.step}, Shape{}));
-  if (state.tokenizer) all.emplace_back("tokenizer.vocab", i64_tensor(state.tokenizer->vocab_bytes()));
+  if (state.tokenizer) {
+    // An empty vocabulary could never be loaded (CharTokenizer::from_vocab refuses it): refuse it now, not
+    // when the run is resumed.
+    NG_CHECK(state.tokenizer->vocab_size() > 0, "save_checkpoint", path,
+             ": the tokenizer has no vocabulary (build it with CharTokenizer::from_corpus first)");
+    all.emplace_back("tokenizer.vocab", i64_tensor(state.tokenizer->vocab_bytes()));
+  }
   io::save_safetensors(path, all, meta);
 }
 
@@ -102,10 +152,31 @@ void load_checkpoint(const std::string& path, TrainState& state) {
   else if (step_t.dtype() != DType::i64 || step_t.numel() != 1)
     problems.push_back("train.step: expected one I64 value, got " + std::string(dtype_name(step_t.dtype())) +
                        " " + shape_str(step_t.shape()));
+  else if (int64_t k = step_t.to_vector<int64_t>()[0]; k < 0)
+    problems.push_back("train.step: expected a count >= 0, got " + std::to_string(k));
+  // The tokenizer is built here, before anything changes: a vocabulary it refuses (empty, a repeated byte)
+  // must fail the load as a whole, not after the model has been overwritten. Its size must be the model's.
+  std::optional<CharTokenizer> tokenizer;
   if (state.tokenizer && !vocab_t.defined()) problems.push_back("missing: tokenizer.vocab");
-  if (vocab_t.defined() && (vocab_t.dtype() != DType::i64 || vocab_t.dim() != 1))
+  if (vocab_t.defined() && (vocab_t.dtype() != DType::i64 || vocab_t.dim() != 1)) {
     problems.push_back("tokenizer.vocab: expected a 1-D I64 tensor, got " +
                        std::string(dtype_name(vocab_t.dtype())) + " " + shape_str(vocab_t.shape()));
+  } else if (vocab_t.defined()) {
+    try {
+      tokenizer = CharTokenizer::from_vocab(vocab_t.to_vector<int64_t>());
+    } catch (const Error& e) {
+      problems.push_back(std::string("tokenizer.vocab: ") + e.what());
+    }
+    const int64_t V = config_vocab_size(data.metadata);
+    if (tokenizer && V >= 0 && tokenizer->vocab_size() != V)
+      problems.push_back("tokenizer.vocab: " + std::to_string(tokenizer->vocab_size()) +
+                         " symbols, but the model's config has vocab_size " + std::to_string(V));
+  }
+  // The optimizer must be of the kind that saved the state, with the same settings (all but lr, which the
+  // file restores): Adam and AdamW keep the same buffers, and an AdamW state loaded into Adam would go on
+  // with L2 decay in place of decoupled decay, silently.
+  if (state.optimizer && !optim_part.empty())
+    for (const std::string& p : optimizer_differences(data.metadata, *state.optimizer)) problems.push_back(p);
   std::set<std::string> wanted_rng;
   for (auto& [name, gen] : state.generators) {
     wanted_rng.insert(name);
@@ -164,7 +235,7 @@ void load_checkpoint(const std::string& path, TrainState& state) {
     gen->set_state(uint64_t(v[0]), uint64_t(v[1]));
   }
   state.step = step_t.to_vector<int64_t>()[0];
-  if (state.tokenizer) *state.tokenizer = CharTokenizer::from_vocab(vocab_t.to_vector<int64_t>());
+  if (state.tokenizer) *state.tokenizer = std::move(*tokenizer);
   for (auto& [k, v] : data.metadata) state.metadata[k] = v;
 }
 

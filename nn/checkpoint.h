@@ -14,7 +14,11 @@
 // Saving is atomic (temp file, fsync, rename): a failed save leaves the previous checkpoint intact.
 // Loading checks everything before changing anything: the format, the config (when the state has one, it
 // must equal the file's, except for "seed", which only picks initial values), every name, shape and dtype;
-// errors name the file and list each problem. A failed load leaves the model and optimizer as they were.
+// errors name the file and list each problem. It also refuses a state the run could not go on from as it
+// would have: an optimizer of another kind or with other settings than the file's (all but lr, which the
+// file restores; Adam and AdamW keep the same buffers), a negative step, a tokenizer vocabulary that
+// CharTokenizer refuses or whose size is not the config's vocab_size. A failed load leaves the model,
+// optimizer, generators, step and tokenizer as they were. A save with an empty tokenizer is refused.
 #pragma once
 
 #include <map>

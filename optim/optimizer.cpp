@@ -115,6 +115,9 @@ void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
   if (Tensor t = take("lr"); t.defined()) {
     if (t.numel() != 1)
       mismatched.push_back("lr: expected one value, got shape " + shape_str(t.shape()));
+    else if (!(t.item() >= 0 && std::isfinite(t.item())))
+      mismatched.push_back("lr: expected a finite value >= 0, got " +
+                           (std::ostringstream() << t.item()).str());
     else
       new_lr = t.item();
   } else {
@@ -129,8 +132,12 @@ void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
     } else if (step.dtype() != DType::i64 || step.numel() != 1) {
       mismatched.push_back(name + ".step: expected one i64 value, got " +
                            std::string(dtype_name(step.dtype())) + " " + shape_str(step.shape()));
+    } else if (int64_t k = step.to_vector<int64_t>()[0]; k < 0) {
+      // A negative count would make Adam's bias correction 1 - beta^k zero or negative at the next step,
+      // and every parameter NaN.
+      mismatched.push_back(name + ".step: expected a count >= 0, got " + std::to_string(k));
     } else {
-      loaded[i].step = int64_t(step.to_vector<int64_t>()[0]);
+      loaded[i].step = k;
     }
     // Buffers exist once the parameter has been stepped (for the optimizers that keep any).
     for (const std::string& b : buffer_names()) {
@@ -139,8 +146,11 @@ void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
         if (loaded[i].step > 0) missing.push_back(name + "." + b);
         continue;
       }
-      if (t.shape() != p.shape()) {
-        mismatched.push_back(name + "." + b + ": expected " + shape_str(p.shape()) + ", got " +
+      if (t.shape() != p.shape() || t.dtype() != p.dtype()) {
+        // The dtype too: converting (an f64 state into f32 parameters) would break exact resume, as the
+        // model's part of a checkpoint already refuses.
+        mismatched.push_back(name + "." + b + ": expected " + dtype_name(p.dtype()) + " " +
+                             shape_str(p.shape()) + ", got " + dtype_name(t.dtype()) + " " +
                              shape_str(t.shape()));
         continue;
       }
@@ -162,7 +172,7 @@ void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
   for (auto& [k, _] : given) unexpected.push_back(k);
   list("missing", missing);
   list("unexpected", unexpected);
-  list("wrong shape", mismatched);
+  list("wrong shape, dtype or value", mismatched);
   if (!msg.str().empty())
     fail((type_name() + ".load_state_dict").c_str(), "the state does not match the optimizer." + msg.str());
 

@@ -283,3 +283,95 @@ TEST(Checkpoint, FailedSaveLeavesTheOldCheckpoint) {
     EXPECT_EQ(bytes_of(before.tensors[i].second), bytes_of(after.tensors[i].second))
         << before.tensors[i].first;
 }
+
+// What a load must refuse before it changes anything, because the run would not go on as the one that saved
+// it: another optimizer kind or other settings, a negative step, a vocabulary the tokenizer refuses or of
+// another size than the model's. And a save that could never be loaded (an empty tokenizer) is refused.
+TEST(Checkpoint, RefusesStatesThatWouldNotResumeTheRun) {
+  TrainingRun a(5);
+  a.train_step();
+  const std::string path = temp_path("refuse.safetensors");
+  nn::save_checkpoint(path, a.state());
+  const io::SafetensorsData good = io::load_safetensors(path);
+
+  // Each case loads into a fresh run and must leave its model, optimizer and tokenizer as they were.
+  auto expect_refused = [&](const std::string& file, auto&& make_optimizer, const std::string& expected) {
+    TrainingRun b(123);
+    b.opt = make_optimizer(*b.model);
+    const auto weight = b.model->tok_emb->weight.to_vector<double>();
+    const nn::CharTokenizer tok = b.tok;
+    nn::TrainState s = b.state();
+    const std::string m = error_of([&] { nn::load_checkpoint(file, s); });
+    EXPECT_NE(m.find("load_checkpoint: " + file), std::string::npos) << m;
+    EXPECT_NE(m.find(expected), std::string::npos) << m;
+    EXPECT_EQ(b.model->tok_emb->weight.to_vector<double>(), weight) << expected;
+    EXPECT_EQ(b.opt->state()[0].step, 0) << expected;
+    EXPECT_TRUE(b.tok == tok) << expected;
+    EXPECT_EQ(s.step, 0) << expected;
+  };
+  auto adamw = [](nn::TinyLM& m, double wd = 0.01) {
+    optim::AdamWOptions o;
+    o.weight_decay = wd;
+    return std::make_unique<optim::AdamW>(m.named_parameters(), o);
+  };
+  // Adam keeps AdamW's buffers, so only the metadata tells them apart.
+  {
+    TrainingRun b(123);
+    optim::Adam adam(b.model->named_parameters());
+    nn::TrainState s = b.state();
+    s.optimizer = &adam;
+    const auto weight = b.model->tok_emb->weight.to_vector<double>();
+    const std::string m = error_of([&] { nn::load_checkpoint(path, s); });
+    EXPECT_NE(m.find("optimizer: the state was saved by AdamW, this optimizer is Adam"), std::string::npos)
+        << m;
+    EXPECT_EQ(b.model->tok_emb->weight.to_vector<double>(), weight);
+  }
+  expect_refused(
+      path, [&](nn::TinyLM& m) { return adamw(m, 0.5); },
+      "optimizer setting weight_decay: 0.01 in the file, 0.5 in this AdamW");
+  // The same settings load (the lr is the file's to restore, whatever the optimizer was built with).
+  {
+    TrainingRun b(123);
+    optim::AdamWOptions o;
+    o.lr = 0.5;
+    b.opt = std::make_unique<optim::AdamW>(b.model->named_parameters(), o);
+    b.load(path);
+    EXPECT_EQ(b.step, 1);
+    EXPECT_EQ(b.opt->lr, a.opt->lr);
+  }
+
+  // Files edited one entry at a time.
+  auto edited = [&](const std::string& name, const std::string& entry, Tensor value) {
+    nn::NamedTensors t = good.tensors;
+    for (auto& [k, v] : t)
+      if (k == entry) v = value;
+    const std::string p = temp_path(name);
+    io::save_safetensors(p, t, good.metadata);
+    return p;
+  };
+  expect_refused(
+      edited("neg_step.safetensors", "train.step", from_vector(std::vector<int64_t>{-3}, Shape{})),
+      [&](nn::TinyLM& m) { return adamw(m); }, "train.step: expected a count >= 0, got -3");
+  std::vector<int64_t> vocab = a.tok.vocab_bytes();
+  std::vector<int64_t> repeated = vocab;
+  repeated[1] = repeated[0];
+  expect_refused(
+      edited("repeated.safetensors", "tokenizer.vocab", from_vector(repeated, Shape{int64_t(vocab.size())})),
+      [&](nn::TinyLM& m) { return adamw(m); }, "tokenizer.vocab: ");
+  std::vector<int64_t> shorter(vocab.begin(), vocab.end() - 1);
+  expect_refused(
+      edited("short.safetensors", "tokenizer.vocab", from_vector(shorter, Shape{int64_t(shorter.size())})),
+      [&](nn::TinyLM& m) { return adamw(m); },
+      "tokenizer.vocab: " + std::to_string(shorter.size()) +
+          " symbols, but the model's config has vocab_size " + std::to_string(vocab.size()));
+
+  // An empty tokenizer is refused at save time, and the file is not written.
+  nn::CharTokenizer empty_tok;
+  nn::TrainState s = a.state();
+  s.tokenizer = &empty_tok;
+  const std::string never = temp_path("never.safetensors");
+  const std::string m = error_of([&] { nn::save_checkpoint(never, s); });
+  EXPECT_NE(m.find("save_checkpoint: " + never + ": the tokenizer has no vocabulary"), std::string::npos)
+      << m;
+  EXPECT_FALSE(fs::exists(never));
+}
