@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,27 @@ bool parse_st_dtype(const std::string& s, DType& out) {
   return false;
 }
 
+// JSON strings are UTF-8: a name or metadata string that is not would make the JSON writer throw its own
+// exception. Refuse it here, naming it, with its bytes outside printable ASCII as \xNN.
+void check_utf8(const std::string& s, const char* what) {
+  try {
+    (void)nlohmann::json(s).dump();
+  } catch (const nlohmann::json::exception&) {
+    std::string shown;
+    for (unsigned char c : s) {
+      if (c >= 0x20 && c < 0x7f) {
+        shown += char(c);
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+        shown += buf;
+      }
+    }
+    fail("save_safetensors", what, " '", shown,
+         "' is not valid UTF-8, expected UTF-8 text (JSON strings are)");
+  }
+}
+
 }  // namespace
 
 // ---- writing -------------------------------------------------------------------------------------------
@@ -54,7 +76,11 @@ std::string safetensors_serialize(const nn::NamedTensors& tensors,
   ordered_json header = ordered_json::object();
   if (!metadata.empty()) {
     ordered_json m = ordered_json::object();
-    for (auto& [k, v] : metadata) m[k] = v;
+    for (auto& [k, v] : metadata) {
+      check_utf8(k, "metadata key");
+      check_utf8(v, ("metadata value of '" + k + "':").c_str());
+      m[k] = v;
+    }
     header["__metadata__"] = m;
   }
   std::set<std::string> names;
@@ -64,6 +90,7 @@ std::string safetensors_serialize(const nn::NamedTensors& tensors,
   for (auto& [name, t] : tensors) {
     NG_CHECK(!name.empty() && name != "__metadata__", "save_safetensors", "invalid tensor name '", name,
              "': expected a non-empty name other than '__metadata__' (the header's reserved key)");
+    check_utf8(name, "tensor name");
     NG_CHECK(names.insert(name).second, "save_safetensors", "tensor name '", name,
              "' appears twice, expected every name once");
     NG_CHECK(t.defined(), "save_safetensors", "tensor '", name, "' is undefined");
@@ -107,13 +134,17 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
         " bytes after the length field (truncated or corrupt)");
   if (n < 2) bad("header length ", n, " is too short for a JSON object");
 
-  // Parse, noting any name that appears twice at the top level (JSON parsers keep only one of them).
+  // Parse, noting any key that appears twice in one object, at any depth: a tensor name, a metadata key or
+  // a field such as "dtype" (JSON parsers keep only one of them, so the file would mean two things).
   ordered_json header;
-  std::set<std::string> top_keys;
+  std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each object being parsed
   std::string duplicate;
-  auto on_event = [&](int depth, nlohmann::json::parse_event_t event, ordered_json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && depth == 1 &&
-        !top_keys.insert(parsed.get<std::string>()).second)
+  auto on_event = [&](int, nlohmann::json::parse_event_t event, ordered_json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) open_objects.emplace_back();
+    if (event == E::object_end) open_objects.pop_back();
+    if (event == E::key && !open_objects.empty() &&
+        !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
       duplicate = parsed.get<std::string>();
     return true;
   };
@@ -122,7 +153,7 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
   } catch (const std::exception& e) {
     bad("the header is not valid JSON: ", e.what());
   }
-  if (!duplicate.empty()) bad("the name '", duplicate, "' appears twice in the header");
+  if (!duplicate.empty()) bad("the name '", duplicate, "' appears twice in one object of the header");
   if (!header.is_object()) bad("the header is a JSON ", header.type_name(), ", expected an object");
 
   const uint64_t buffer_size = size - 8 - n;

@@ -7,7 +7,9 @@
 // Writing (atomic_write_file), so that readers see either the old file or the new one, never a mix or a
 // stump:
 //
-//   1. write the bytes to a temporary file in the same folder (same file system: the rename below is atomic)
+//   1. write the bytes to a new temporary file in the same folder (same file system: the rename below is
+//      atomic), created with O_EXCL | O_NOFOLLOW under a name with 64 random bits: never a file or symlink
+//      that was there before
 //   2. fsync it (the bytes are on disk before the name points at them)
 //   3. rename it over the target
 //   4. fsync the folder (the rename itself is on disk)
@@ -22,6 +24,8 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ng::io {
 
@@ -40,9 +44,19 @@ void atomic_write_file(const std::string& path, std::string_view bytes, const ch
 void atomic_write_file(const std::string& path, std::initializer_list<std::string_view> pieces,
                        const char* op = "save");
 
+// Several files written as a set (a trainer's PNG, CSV, summary and command line): every temporary file is
+// written and fsynced before the first rename, so a failure while writing (a full disk, a folder in the
+// way) leaves all the old files as they were. The renames that follow are each atomic; the set as a whole
+// is not, but only a rename failing between two of them (no space is needed by then) could split it.
+void atomic_write_files(const std::vector<std::pair<std::string, std::string_view>>& files,
+                        const char* op = "save");
+
 namespace testing {
-// Fault injection for tests: the next atomic_write_file fails with an ng::Error after writing this many
-// bytes of the temporary file (negative: off). It resets itself after firing.
+// This thread's next temporary file's name ends in ".tmp.<suffix>" instead of a random one (to test that an
+// existing file or symlink at that name is never opened).
+void next_temp_suffix(const std::string& suffix);
+// Fault injection for tests: this thread's next atomic_write_file fails with an ng::Error after writing this
+// many bytes of the temporary file (negative: off). It resets itself after firing.
 void fail_next_write_after(int64_t bytes);
 }  // namespace testing
 

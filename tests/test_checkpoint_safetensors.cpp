@@ -158,6 +158,13 @@ TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
                        R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
                        eight),
              "the name 'x' appears twice");
+  // ... at any depth: a metadata key, a tensor's field
+  expect_bad(
+      make_file(R"({"__metadata__":{"k":"1","k":"2"},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                eight),
+      "the name 'k' appears twice in one object of the header");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"dtype":"F64","data_offsets":[0,8]}})", eight),
+             "the name 'dtype' appears twice in one object of the header");
   expect_bad(make_file(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight), "empty name");
   try {
     io::load_safetensors("/nonexistent/dir/file.safetensors");
@@ -199,6 +206,53 @@ TEST(Safetensors, WriterRejectsBadNames) {
         io::safetensors_serialize({{"", zeros({1})}});
       },
       {"save_safetensors: invalid tensor name ''", "expected a non-empty name"});
+}
+
+// JSON strings are UTF-8: a name or metadata string that is not is an ng::Error naming it (it was the JSON
+// library's own exception, which a trainer's guarded_main does not catch).
+TEST(Safetensors, WriterRejectsTextThatIsNotUtf8) {
+  expect_error(
+      [] {
+        io::safetensors_serialize({{"w\xff", zeros({1})}});
+      },
+      {"save_safetensors: tensor name 'w\\xff' is not valid UTF-8"});
+  expect_error(
+      [] {
+        io::safetensors_serialize({{"w", zeros({1})}}, {{"note", "caf\xe9"}});
+      },
+      {"save_safetensors: metadata value of 'note': 'caf\\xe9' is not valid UTF-8"});
+  expect_error(
+      [] {
+        io::safetensors_serialize({{"w", zeros({1})}}, {{"\xc3", "x"}});
+      },
+      {"save_safetensors: metadata key '\\xc3' is not valid UTF-8"});
+  // UTF-8 itself is fine, and comes back as it went.
+  const std::string dir = temp_dir() + "/utf8";
+  fs::create_directories(dir);
+  io::save_safetensors(dir + "/u.safetensors", {{"poids_\xc3\xa9", ones({1})}}, {{"note", "caf\xc3\xa9"}});
+  auto back = io::load_safetensors(dir + "/u.safetensors");
+  EXPECT_EQ(back.tensors[0].first, "poids_\xc3\xa9");
+  EXPECT_EQ(back.metadata.at("note"), "caf\xc3\xa9");
+}
+
+// The temporary file is created new (O_EXCL | O_NOFOLLOW): a file or a symlink already at its name is never
+// opened, so a symlink planted there cannot redirect the write to another file. Here the next name is fixed
+// and a symlink to a victim file put there first: the write takes another name, and the victim is untouched.
+TEST(Safetensors, TheTemporaryFileIsNeverOneThatWasThere) {
+  const std::string dir = temp_dir() + "/excl";
+  fs::create_directories(dir);
+  const std::string path = dir + "/target.safetensors", victim = dir + "/victim.txt";
+  { std::ofstream(victim) << "victim"; }
+  fs::create_symlink(victim, path + ".tmp.planted");
+  io::testing::next_temp_suffix("planted");
+  io::save_safetensors(path, {{"w", full({2}, 7.0)}});
+  EXPECT_EQ(io::load_safetensors(path).tensors[0].second.to_vector<double>(),
+            (std::vector<double>{7.0, 7.0}));
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "victim");
+  EXPECT_TRUE(fs::is_symlink(path + ".tmp.planted"));  // left alone
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(path)));
 }
 
 TEST(Safetensors, FailedWriteLeavesTheOldFileIntact) {

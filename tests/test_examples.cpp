@@ -164,6 +164,27 @@ TEST(ExamplesReport, WritesNothingUntilWriteAllThenAllFourFiles) {
   EXPECT_NE(slurp(dir / "r.csv").find("loss,line,b,"), std::string::npos);
   EXPECT_NE(slurp(dir / "r.png"), before[0]);
   EXPECT_EQ(slurp(dir / "r.md").rfind("third summary\n---\nRun: ", 0), 0u);
+
+  // The four go as a set: when the last cannot be written (here a folder stands where the summary goes),
+  // the other three keep the previous run's bytes, and no temporary file is left.
+  fs::remove(dir / "r.md");
+  fs::create_directory(dir / "r.md");
+  std::vector<std::string> kept;
+  for (const std::string& e : {"png", "csv", "cmd.txt"}) kept.push_back(slurp(dir / ("r." + e)));
+  fig.panels[0] = ng::plot::LineChart{.title = "loss", .series = {{.label = "c", .y = {9.0, 8.0}}}};
+  Report fourth(o, "r", 3, argv1);
+  fourth.add_figure(fig);
+  try {
+    fourth.write_all("fourth summary");
+    ADD_FAILURE() << "expected ng::Error";
+  } catch (const ng::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("r.md': it is a folder"), std::string::npos) << e.what();
+  }
+  size_t i = 0;
+  for (const std::string& e : {"png", "csv", "cmd.txt"}) EXPECT_EQ(slurp(dir / ("r." + e)), kept[i++]) << e;
+  files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) ++files, (void)entry;
+  EXPECT_EQ(files, 4u);
   fs::remove_all(dir);
 }
 

@@ -166,7 +166,13 @@ void Report::write_all(const std::string& summary_markdown) {
   pending_.emplace_back(path("cmd.txt"), command_ + "\n");
   pending_.emplace_back(path("md"),
                         summary_markdown + "\n---\n" + cost + "\n\nCommand: `" + command_ + "`\n");
-  for (const auto& [file, bytes] : pending_) write_text(file, bytes);
+  // As a set: all four are written to temporary files before the first takes its name (io/whole_file.h).
+  std::vector<std::pair<std::string, std::string_view>> files(pending_.begin(), pending_.end());
+  try {
+    io::atomic_write_files(files, "Report");
+  } catch (const Error& e) {
+    fail("write_all", "cannot write the run's files in '", out_, "' (", e.what(), ")");
+  }
   pending_.clear();
 }
 

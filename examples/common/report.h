@@ -6,9 +6,10 @@
 //   <name>.md       the Markdown summary: the measured tables and the conclusions, computed from the run
 //   <name>.cmd.txt  the exact command line that made them
 //
-// The four are written together when the run has finished (Report::write_all), each atomically
-// (io/whole_file.h): a run that fails, or is stopped, part-way leaves the previous run's files in --out as
-// they were, so the folder never holds a PNG of one run beside the command line of another.
+// The four are written together when the run has finished (Report::write_all), as a set
+// (io::atomic_write_files): a run that fails, or is stopped, part-way, or whose last file cannot be
+// written (a full disk, a folder in its place), leaves the previous run's files in --out as they were, so
+// the folder never holds a PNG of one run beside the command line of another.
 // The CSV is derived from the plot::Figure itself, so nothing plotted can be missing from it.
 #pragma once
 
