@@ -26,11 +26,14 @@
 //
 // --save PATH checkpoints the last config (Pre-LN + RMSNorm) when it finishes; --resume PATH continues that
 // config from the checkpoint to --steps, bit for bit as if it had never stopped (its weights, Adam moments,
-// data and dropout generators and step count are restored), while the other three configs train again from
-// step 1 with the same seed, so they too give the same numbers. `--steps 10 --save c` then `--steps 20
-// --resume c` reproduces `--steps 20` (TrainerResume.Exp2AcrossProcessesIsBitwise checks it with 2 + 2).
-// Both flags are checked before the first config trains: the checkpoint is loaded into a scratch model of
-// the last config, and --save's folder must exist (check_checkpoint_flags, examples/common/lm_task.h).
+// data and dropout generators, step count and losses so far are restored), while the other three configs
+// train again from step 1 with the same seed, so they too give the same numbers. `--steps 10 --save c` then
+// `--steps 20 --resume c` writes the CSV of `--steps 20`, byte for byte
+// (TrainerResume.Exp2AcrossProcessesIsBitwise checks it with 2 + 2). Both flags are checked before the first
+// config trains: the checkpoint is loaded into a scratch model of the last config and must come from this
+// run (the same learning rate, --seed and vocabulary), --save's folder must exist, and --save may not name
+// --data or one of the run's own files (check_checkpoint_flags, examples/common/lm_task.h). A config that
+// diverged is not saved.
 //
 // Output in --out: norm_comparison.{png,csv,md,cmd.txt}.
 #include <algorithm>
@@ -122,7 +125,8 @@ static int run(int argc, char** argv) {
     return spec;
   };
   // --resume and --save apply to the last config: check them before the first config trains
-  check_checkpoint_flags(config_of(kConfigs.back()), task, spec_of(kConfigs.back()), opt.resume, opt.save);
+  check_checkpoint_flags(config_of(kConfigs.back()), task, spec_of(kConfigs.back()), opt.resume, opt.save,
+                         not_save_paths(opt, report));
   std::vector<TrainResult> results;
   std::unique_ptr<nn::TinyLM> last;
   for (size_t i = 0; i < kConfigs.size(); ++i) {
@@ -152,18 +156,16 @@ static int run(int argc, char** argv) {
   }
 
   // ---- table: measured beside the lesson ----
-  // converged: never diverged, and the final loss is at least 20% below the mean of the first 10 losses.
+  // converged: never diverged, and the mean of the last 50 losses is at least 20% below the mean of the
+  // first 10 (in a run shorter than 60 steps, two windows that do not overlap: head_tail_means; "-" for a
+  // run of one step, which cannot tell).
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> converged;
   for (size_t i = 0; i < kConfigs.size(); ++i) {
     const TrainResult& r = results[i];
-    double first = 0;
-    size_t nf = std::min<size_t>(10, r.losses.size());
-    for (size_t k = 0; k < nf; ++k) first += r.losses[k];
-    first /= double(nf);
-    double fin = mean_last(r.losses, kFinalWindow);
-    bool conv = r.nan_step < 0 && fin < 0.8 * first;
-    converged.push_back(conv ? "yes" : "no");
+    const auto [first, last] = head_tail_means(r.losses, 10, kFinalWindow);
+    const double fin = mean_last(r.losses, kFinalWindow);
+    converged.push_back(r.nan_step >= 0 ? "no" : std::isnan(first) ? "-" : last < 0.8 * first ? "yes" : "no");
     rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale, 2), kConfigs[i].lesson, converged.back(),
                     r.nan_step >= 0 ? std::to_string(r.nan_step) : "-", num(fin, 4),
                     std::isfinite(r.val_loss) ? num(r.val_loss, 4) : "-"});
@@ -233,7 +235,8 @@ static int run(int argc, char** argv) {
   md += md_table(header, rows);
   md +=
       "\nConverged = no NaN/Inf and the final loss (mean of the last 50 steps) at least 20% below the mean "
-      "of the first 10.\n\n## What the run shows\n\n";
+      "of the first 10 (under 60 steps: of the first and last parts, which never overlap).\n\n"
+      "## What the run shows\n\n";
   // Which finished config is best?
   int best = -1;
   for (size_t i = 0; i < kConfigs.size(); ++i)
@@ -243,7 +246,9 @@ static int run(int argc, char** argv) {
   if (best >= 0)
     md += "- Lowest final loss: " + kConfigs[size_t(best)].name + " (" +
           num(mean_last(results[size_t(best)].losses, kFinalWindow), 4) + ").\n";
-  if (std::count(converged.begin(), converged.end(), "yes") == 0)
+  if (std::count(converged.begin(), converged.end(), "-") == std::ptrdiff_t(kConfigs.size()))
+    md += "- One step is too few to tell whether any config converged.\n";
+  else if (std::count(converged.begin(), converged.end(), "yes") == 0)
     md +=
         "- No config converged (none got 20% below its starting loss), so the comparisons below rank "
         "losses that barely moved: read them as \"nothing learned\", not as a ranking of the norms.\n";
@@ -254,18 +259,36 @@ static int run(int argc, char** argv) {
     md += "- NoNorm did NOT diverge in " + std::to_string(results[0].losses.size()) +
           " steps (the lesson claims NaN near step 500" +
           (steps < 500 ? std::string(", which this run is too short to reach") : std::string("")) + ").\n";
+  // Final losses are compared only between configs that finished: a diverged config's last-50 mean is
+  // made of the steps before its blow-up, which says nothing about where it would have ended.
   double post = mean_last(results[1].losses, kFinalWindow),
          preln = mean_last(results[2].losses, kFinalWindow),
          prerms = mean_last(results[3].losses, kFinalWindow);
+  auto diverged = [&](size_t i) {
+    return kConfigs[i].name + " diverged at step " + std::to_string(results[i].nan_step);
+  };
+  auto finished = [&](size_t i) { return results[i].nan_step < 0; };
   md += "- Post-LN ended at " + num(post, 4) + " (lesson ~3.5), Pre-LN + LayerNorm at " + num(preln, 4) +
         " (lesson ~2.8), Pre-LN + RMSNorm at " + num(prerms, 4) + " (lesson ~2.7). ";
-  md += std::string(preln < post && prerms < post ? "Pre-LN beat Post-LN, as the lesson says"
-                                                  : "Pre-LN did NOT beat Post-LN here") +
-        "; note Pre-LN also has a 5x larger learning rate, so this compares recipes, not positions alone.\n";
-  md += "- RMSNorm vs LayerNorm (both Pre-LN): difference " + num(prerms - preln, 3) + " in final loss (" +
-        (std::abs(prerms - preln) < 0.05 ? "within 0.05: no meaningful difference at this length"
-                                         : (prerms < preln ? "RMSNorm lower" : "LayerNorm lower")) +
-        ").\n";
+  if (!finished(1) || !finished(2) || !finished(3)) {
+    md += "Not compared: ";
+    std::string sep;
+    for (size_t i = 1; i < 4; ++i)
+      if (!finished(i)) md += sep + diverged(i), sep = ", ";
+    md += ".\n";
+  } else {
+    md += std::string(preln < post && prerms < post ? "Pre-LN beat Post-LN, as the lesson says"
+                                                    : "Pre-LN did NOT beat Post-LN here") +
+          "; note Pre-LN also has a 5x larger learning rate, so this compares recipes, not positions "
+          "alone.\n";
+  }
+  if (finished(2) && finished(3))
+    md += "- RMSNorm vs LayerNorm (both Pre-LN): difference " + num(prerms - preln, 3) + " in final loss (" +
+          (std::abs(prerms - preln) < 0.05 ? "within 0.05: no meaningful difference at this length"
+                                           : (prerms < preln ? "RMSNorm lower" : "LayerNorm lower")) +
+          ").\n";
+  else
+    md += "- RMSNorm vs LayerNorm: not compared, " + (finished(2) ? diverged(3) : diverged(2)) + ".\n";
   if (task.name == "copy") {
     // Without any position information, self-attention is permutation-equivariant: the output at t is a
     // function of token t and of the multiset of the sequence's tokens, so it cannot tell which token sits
@@ -273,18 +296,22 @@ static int run(int argc, char** argv) {
     // distinct with vocab 1000), a loss of about ln(T - 1).
     const int64_t T = TrainSpec().seq;
     const double loss_floor = std::log(double(T - 1));
-    double best_final = 1e300;
+    double best_final = NAN;  // over the configs that finished
     for (const TrainResult& r : results)
-      if (r.nan_step < 0) best_final = std::min(best_final, mean_last(r.losses, kFinalWindow));
+      if (r.nan_step < 0 && !(mean_last(r.losses, kFinalWindow) >= best_final))
+        best_final = mean_last(r.losses, kFinalWindow);
     md +=
         "- The copy task uses the lesson's unmasked attention with no position encoding. With positions, "
         "position t could simply attend to token t + 1 (the target). Without them the model cannot tell "
         "which token is at t + 1: no such model can get below about ln(T - 1) = " +
         num(loss_floor, 3) + " (uniform over the other " + std::to_string(T - 1) +
         " tokens). The lesson's copy-task losses (2.7 to 3.5) lie below that floor, so they cannot come from "
-        "this setup as described. Best final loss here: " +
-        num(best_final, 4) +
-        (best_final > loss_floor ? " (above the floor)." : " (below the floor: the task leaks positions!).") +
+        "this setup as described. " +
+        (std::isnan(best_final)
+             ? std::string("No config finished, so this run has no final loss to hold against the floor.")
+             : "Best final loss here: " + num(best_final, 4) +
+                   (best_final > loss_floor ? " (above the floor)."
+                                            : " (below the floor: the task leaks positions!).")) +
         "\n";
   }
   if (lr_scale != 1.0)
@@ -294,10 +321,7 @@ static int run(int argc, char** argv) {
     md += "- This run has " + std::to_string(steps) +
           " steps, not the lesson's 1000: the absolute numbers are not comparable with its table.\n";
   if (!opt.resume.empty())
-    md += "- " + kConfigs.back().name + " was resumed from `" + opt.resume + "` at step " +
-          std::to_string(results.back().first_step - 1) + ": its curve and statistics cover steps " +
-          std::to_string(results.back().first_step) + " to " + std::to_string(steps) +
-          " only. The other configs ran from step 1.\n";
+    md += "- " + kConfigs.back().name + " " + resumed_note(results.back(), opt.resume, steps) + "\n";
   if (!sample.empty()) md += "\n## Sample (Pre-LN + RMSNorm, temperature 0.8)\n\n```\n" + sample + "\n```\n";
   report.write_all(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());

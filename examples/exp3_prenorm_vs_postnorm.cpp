@@ -13,13 +13,15 @@
 // Same task choice as experiment 2 (--task shakespeare | copy, examples/common/lm_task.h).
 //
 // Stability = std of the last 100 losses. A model that does not learn has a flat, "stable" curve, so beside
-// it we report how far the loss fell: (mean of the first 10 losses) - (mean of the last 100).
+// it we report how far the loss fell: (mean of the first 10 losses) - (mean of the last 100), two windows
+// that never overlap (under 110 steps, the first and the rest: examples/common/report.h, head_tail_means).
 //
 // --save PATH checkpoints the last run (Post-LN 8L) when it finishes; --resume PATH continues that run from
 // the checkpoint to --steps, bit for bit as if it had never stopped, while the other three train again from
-// step 1 with the same seed (the same numbers). `--steps 10 --save c` then `--steps 20 --resume c`
-// reproduces `--steps 20` (TrainerResume.Exp3AcrossProcessesIsBitwise).
-// Both flags are checked before the first run trains (check_checkpoint_flags, examples/common/lm_task.h).
+// step 1 with the same seed (the same numbers). `--steps 10 --save c` then `--steps 20 --resume c` writes
+// the CSV of `--steps 20`, byte for byte: the checkpoint keeps the losses so far
+// (TrainerResume.Exp3AcrossProcessesIsBitwise). Both flags are checked before the first run trains, as in
+// exp2 (check_checkpoint_flags, examples/common/lm_task.h).
 //
 // Output in --out: prenorm_vs_postnorm.{png,csv,md,cmd.txt}.
 #include <cmath>
@@ -107,7 +109,8 @@ static int run(int argc, char** argv) {
     return spec;
   };
   // --resume and --save apply to the last run: check them before the first run trains
-  check_checkpoint_flags(config_of(runs.back()), task, spec_of(runs.back()), opt.resume, opt.save);
+  check_checkpoint_flags(config_of(runs.back()), task, spec_of(runs.back()), opt.resume, opt.save,
+                         not_save_paths(opt, report));
   for (size_t i = 0; i < runs.size(); ++i) {
     Run& r = runs[i];
     nn::TinyLM model(config_of(r));
@@ -115,13 +118,11 @@ static int run(int argc, char** argv) {
     bool is_last = i + 1 == runs.size();
     r.result = train_lm(model, task, spec, opt.quiet, is_last ? opt.resume : "", is_last ? opt.save : "");
     const std::vector<double>& l = r.result.losses;
-    double first = 0;
-    size_t nf = std::min<size_t>(10, l.size());
-    for (size_t k = 0; k < nf; ++k) first += l[k];
-    first /= double(nf);
     r.final_loss = mean_last(l, kWindow);
     r.stability = std_last(l, kWindow);
-    r.fell = first - r.final_loss;
+    // how far it fell: the first 10 steps against the last 100, two windows that never overlap
+    const auto [first, last] = head_tail_means(l, 10, kWindow);
+    r.fell = first - last;
     std::printf("  %-11s lr %-6g %6.1f s  final %.4f  std(last 100) %.4f  fell %.4f%s\n", r.name.c_str(),
                 r.lr, r.result.seconds, r.final_loss, r.stability, r.fell,
                 r.result.nan_step >= 0 ? ("  NaN at step " + std::to_string(r.result.nan_step)).c_str() : "");
@@ -217,9 +218,17 @@ static int run(int argc, char** argv) {
                : "") +
           "\n";
   }
-  md += "- Going from 4 to 8 layers changed the final loss by " +
-        num(runs[2].final_loss - runs[0].final_loss, 3) + " for Pre-LN and by " +
-        num(runs[3].final_loss - runs[1].final_loss, 3) + " for Post-LN.\n";
+  // Depth is compared per position only where both depths finished.
+  for (size_t p = 0; p < 2; ++p) {
+    const Run& four = runs[p];
+    const Run& eight = runs[p + 2];
+    const std::string who = p == 0 ? "Pre-LN" : "Post-LN";
+    if (four.result.nan_step < 0 && eight.result.nan_step < 0)
+      md += "- Going from 4 to 8 layers changed " + who + "'s final loss by " +
+            num(eight.final_loss - four.final_loss, 3) + ".\n";
+    else
+      md += "- " + who + " at 4 and 8 layers: not compared, a run diverged.\n";
+  }
   if (pre_lr == post_lr)
     md += "- Both positions run at the same learning rate (" + num(pre_lr, 2) +
           "), so the difference is the norm's position alone.\n";
@@ -231,10 +240,7 @@ static int run(int argc, char** argv) {
         ", so this compares recipes. `--post-lr " + num(pre_lr, 2) +
         "` runs Post-LN at Pre-LN's rate and tests the lesson's \"Post-LN needs a smaller learning rate\".\n";
   if (!opt.resume.empty())
-    md += "- " + runs.back().name + " was resumed from `" + opt.resume + "` at step " +
-          std::to_string(runs.back().result.first_step - 1) + ": its curve and statistics cover steps " +
-          std::to_string(runs.back().result.first_step) + " to " + std::to_string(steps) +
-          " only. The other runs started at step 1.\n";
+    md += "- " + runs.back().name + " " + resumed_note(runs.back().result, opt.resume, steps) + "\n";
   report.write_all(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;

@@ -51,6 +51,23 @@ TEST(Exp2Program, BadFlagsExitWith2) {
   EXPECT_NE(err.find("--task: expected shakespeare or copy, got 'bogus'"), std::string::npos) << err;
   EXPECT_EQ(run(exe + " --steps banana", err, dir), 2);
   EXPECT_NE(err.find("--steps"), std::string::npos) << err;
+  // A seed CLI11 alone would wrap (-1 became 2^64 - 1, 2^64 was clamped to it) and empty paths (--save ""
+  // wrote no checkpoint and said nothing): usage errors.
+  for (const char* seed : {"-1", "18446744073709551616", "12x"}) {
+    EXPECT_EQ(run(exe + " --seed " + seed, err, dir), 2) << seed;
+    EXPECT_NE(
+        err.find("expected a whole number from 0 to 18446744073709551615, got '" + std::string(seed) + "'"),
+        std::string::npos)
+        << err;
+  }
+  for (const char* flag : {"--save", "--resume", "--out", "--data"}) {
+    const std::string base = std::string(flag) == "--out" ? std::string(NG_EXP2_NORM_COMPARISON_PATH) : exe;
+    EXPECT_EQ(run(base + " " + flag + " ''", err, dir), 2) << flag;
+    EXPECT_NE(err.find(std::string(flag) + ": expected a path, got an empty one"), std::string::npos) << err;
+  }
+  // --task shakespeare asked for by name, with no corpus where --data points: no quiet fallback to copy.
+  EXPECT_EQ(run("cd " + dir.string() + " && " + exe + " --task shakespeare --steps 1", err, dir), 2);
+  EXPECT_NE(err.find("--task shakespeare: cannot read data/tinyshakespeare.txt"), std::string::npos) << err;
   fs::remove_all(dir);
 }
 
@@ -59,7 +76,12 @@ TEST(Exp2Program, DeviceFlag) {
   std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --out " + (dir / "o").string();
   std::string err;
   EXPECT_EQ(run(exe + " --device tpu", err, dir), 2);
-  EXPECT_NE(err.find("expected cpu, cuda or cuda:N, got 'tpu'"), std::string::npos) << err;
+  EXPECT_NE(err.find("expected cpu, cuda or cuda:N (N a GPU index from 0 to 1023), got 'tpu'"),
+            std::string::npos)
+      << err;
+  // An index too big for an int was std::stoi's std::out_of_range, past guarded_main: an abort (134).
+  EXPECT_EQ(run(exe + " --device cuda:99999999999", err, dir), 2);
+  EXPECT_NE(err.find("got 'cuda:99999999999'"), std::string::npos) << err;
   // Without the CUDA backend, or without a GPU (this machine): a clear error and status 1, before training.
   // On a machine with a GPU the one-step run succeeds instead.
   int status = run(exe + " --device cuda --steps 1 --task copy --threads 2 --quiet", err, dir);

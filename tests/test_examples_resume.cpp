@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "examples/common/lm_task.h"
+#include "io/whole_file.h"
 
 namespace fs = std::filesystem;
 using namespace ng;
@@ -71,13 +74,15 @@ TEST(Examples, ResumeContinuesTheRunBitwise) {
   other.seed = 12345;  // different initial weights: the checkpoint must overwrite all of them
   nn::TinyLM resumed(other);
   TrainResult b = train_lm(resumed, task, small_spec(6), true, ckpt.string(), "");
-  EXPECT_EQ(b.first_step, 4);
-  ASSERT_EQ(b.losses.size(), 3u);
+  // The checkpoint keeps the losses so far: the resumed result is the straight one, from step 1.
+  EXPECT_EQ(b.first_step, 1);
+  EXPECT_EQ(b.resumed_at, 3);
+  ASSERT_EQ(b.losses.size(), 6u);
 
   for (size_t k = 0; k < 3; ++k) EXPECT_TRUE(same_bits(a.losses[k], full.losses[k])) << "step " << k + 1;
-  for (size_t k = 0; k < 3; ++k)
-    EXPECT_TRUE(same_bits(b.losses[k], full.losses[3 + k]))
-        << "step " << 4 + k << ": resumed " << b.losses[k] << " vs straight " << full.losses[3 + k];
+  for (size_t k = 0; k < 6; ++k)
+    EXPECT_TRUE(same_bits(b.losses[k], full.losses[k]))
+        << "step " << k + 1 << ": resumed " << b.losses[k] << " vs straight " << full.losses[k];
   fs::remove(ckpt);
 }
 
@@ -122,4 +127,91 @@ TEST(Examples, TrainLmDeviceChecks) {
     msg = e.what();
   }
   EXPECT_NE(msg.find("train_lm: --save and --resume work on the CPU only"), std::string::npos) << msg;
+}
+
+// A checkpoint of another run is refused before anything trains (check_checkpoint_flags) and by train_lm:
+// another learning rate, data seed or vocabulary was each silently replaced by the file's, so a run
+// labelled "lr 1e-3" went on at the checkpoint's lr. And --save may not name the corpus or a report file.
+TEST(Examples, ResumeOfAnotherRunIsAnError) {
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  const LMTask copy = LMTask::copy();
+  const fs::path ckpt = temp_file("another");
+  {
+    nn::TinyLM m(small_config(copy));
+    train_lm(m, copy, small_spec(2), true, "", ckpt.string());
+  }
+  TrainSpec lr = small_spec(4), seed = small_spec(4);
+  lr.lr = 5e-3;
+  seed.data_seed = 12;
+  for (const auto& [spec, expected] :
+       {std::pair{lr, std::string("trained resume-test at lr 0.001, this run asks for lr 0.005")},
+        std::pair{seed, std::string("drew its batches with data seed 11, this run's is 12")}}) {
+    EXPECT_NE(error_of([&] {
+                check_checkpoint_flags(small_config(copy), copy, spec, ckpt.string(), "");
+              }).find(expected),
+              std::string::npos)
+        << expected;
+    nn::TinyLM m(small_config(copy));
+    EXPECT_NE(error_of([&] { train_lm(m, copy, spec, true, ckpt.string(), ""); }).find(expected),
+              std::string::npos)
+        << expected;
+  }
+  check_checkpoint_flags(small_config(copy), copy, small_spec(4), ckpt.string(), "");  // the same run: fine
+
+  // Two corpora of the same size whose byte sets differ: the ids of one mean other characters in the other.
+  const fs::path a = temp_file("corpus_a"), b = temp_file("corpus_b");
+  std::string text;
+  for (int i = 0; i < 80; ++i) text += "To be, or not to be: that is the question. ";
+  std::string other = text;
+  std::replace(other.begin(), other.end(), 'q', 'Z');
+  io::atomic_write_file(a.string(), text);
+  io::atomic_write_file(b.string(), other);
+  const LMTask ta = LMTask::shakespeare(a.string()), tb = LMTask::shakespeare(b.string());
+  ASSERT_EQ(ta.vocab, tb.vocab);
+  {
+    nn::TinyLM m(small_config(ta));
+    train_lm(m, ta, small_spec(2), true, "", ckpt.string());
+  }
+  const std::string m =
+      error_of([&] { check_checkpoint_flags(small_config(tb), tb, small_spec(4), ckpt.string(), ""); });
+  EXPECT_NE(m.find("--data has another vocabulary"), std::string::npos) << m;
+  check_checkpoint_flags(small_config(ta), ta, small_spec(4), ckpt.string(), "");
+
+  // --save on the corpus, or on one of the run's own files (through another spelling of the path).
+  const fs::path dir = fs::path(ckpt).parent_path();
+  const std::string report_file = (dir / "exp.csv").string();
+  for (const std::string& target : {a.string(), (dir / "." / "exp.csv").string()}) {
+    const std::string msg = error_of([&] {
+      check_checkpoint_flags(small_config(ta), ta, small_spec(2), "", target, {a.string(), report_file});
+    });
+    EXPECT_NE(msg.find("--save: " + target + " is "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("which this run reads or writes"), std::string::npos) << msg;
+  }
+  check_checkpoint_flags(small_config(ta), ta, small_spec(2), "", ckpt.string(), {a.string(), report_file});
+  fs::remove(a);
+  fs::remove(b);
+  fs::remove(ckpt);
+}
+
+// A run that diverged is not saved: its generators have drawn the failed step's batch while its step count
+// has not moved, so its checkpoint would not resume the run. An older checkpoint at the path stays.
+TEST(Examples, ADivergedRunIsNotSaved) {
+  const LMTask task = LMTask::copy();
+  const fs::path ckpt = temp_file("diverged");
+  fs::remove(ckpt);
+  TrainSpec spec = small_spec(6);
+  spec.lr = 1e30;
+  nn::TinyLMConfig c = small_config(task);
+  c.norm_position = "none";  // nothing to hold the activations: NaN within a few steps
+  nn::TinyLM m(c);
+  TrainResult r = train_lm(m, task, spec, true, "", ckpt.string());
+  ASSERT_GE(r.nan_step, 1) << "lr 1e30 without norms should diverge";
+  EXPECT_FALSE(fs::exists(ckpt));
 }

@@ -1,6 +1,7 @@
 // Common flags: registration, parsing, and the checks CLI11 cannot do on its own. See cli.h.
 #include "examples/common/cli.h"
 
+#include <charconv>
 #include <cstdio>
 
 #include "tensor/error.h"
@@ -26,7 +27,15 @@ void add_common_flags(CLI::App& app, CommonOptions& o) {
   app.add_option("--out", o.out, "output folder for PNG, CSV, summary and command line")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed (same seed and --threads: same numbers)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check([](const std::string& v) -> std::string {
+        // CLI11 alone takes "-1" as 2^64 - 1 and clamps 2^64 to the same: only a number that fits.
+        uint64_t x = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+          return "expected a whole number from 0 to 18446744073709551615, got '" + v + "'";
+        return "";
+      });
   app.add_option("--threads", o.threads, "worker threads (default: all cores)")
       ->check(CLI::Range(1, ng::kMaxThreads));
   app.add_option("--steps", o.steps, "training steps (default: the experiment's own)")
@@ -40,22 +49,34 @@ void add_common_flags(CLI::App& app, CommonOptions& o) {
                "stop at the first op whose forward or backward makes NaN/Inf, naming it (slow)");
 }
 
+namespace {
+// N of "cuda:N", or -1 when N is not a whole number from 0 to 1023 (std::stoi threw std::out_of_range,
+// past guarded_main, for "cuda:99999999999").
+int cuda_index(const std::string& v) {
+  int n = -1;
+  const char* first = v.data() + 5;
+  const char* last = v.data() + v.size();
+  const auto [end, ec] = std::from_chars(first, last, n);
+  return (first != last && ec == std::errc() && end == last && n >= 0 && n < 1024) ? n : -1;
+}
+}  // namespace
+
 void add_device_flag(CLI::App& app, std::string& device) {
   app.add_option("--device", device,
                  "where to train: cpu, or cuda / cuda:N (needs the CUDA backend and a GPU)")
       ->capture_default_str()
       ->check([](const std::string& v) -> std::string {
         if (v == "cpu" || v == "cuda") return "";
-        if (v.rfind("cuda:", 0) == 0 && v.size() > 5 &&
-            v.find_first_not_of("0123456789", 5) == std::string::npos)
-          return "";
-        return "expected cpu, cuda or cuda:N, got '" + v + "'";
+        if (v.rfind("cuda:", 0) == 0 && cuda_index(v) >= 0) return "";
+        return "expected cpu, cuda or cuda:N (N a GPU index from 0 to 1023), got '" + v + "'";
       });
 }
 
 Device require_device(const std::string& name) {
   if (name == "cpu") return Device::cpu();
-  const Device d = Device::cuda(name == "cuda" ? 0 : std::stoi(name.substr(5)));
+  const int index = name == "cuda" ? 0 : cuda_index(name);
+  NG_CHECK(index >= 0, "--device", "expected cpu, cuda or cuda:N, got '", name, "'");
+  const Device d = Device::cuda(index);
   try {
     (void)ng::ones({1}).to(d);  // fails here, clearly, when there is no backend or no such GPU
   } catch (const ng::Error& e) {
@@ -91,6 +112,12 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptio
   } catch (const CLI::ParseError& e) {
     return usage_error(app, e.what());
   }
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--save", &o.save},
+                                    {"--resume", &o.resume},
+                                    {"--out", &o.out},
+                                    {"--data", &o.data}})
+    if (app.count(flag) > 0 && value->empty())  // `--save ""` wrote no checkpoint, and said nothing
+      return usage_error(app, std::string(flag) + ": expected a path, got an empty one");
   o.data_given = app.count("--data") > 0;
   if (o.data_given && !readable_file(o.data))
     return usage_error(app, "--data: cannot read '" + o.data + "' (get it with scripts/get_data.sh)");

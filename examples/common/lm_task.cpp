@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "examples/common/progress.h"
 #include "examples/common/report.h"
@@ -85,6 +86,12 @@ bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task
     task = LMTask::shakespeare(opt.data);
     return true;
   }
+  if (flag == "shakespeare") {  // asked for by name: no quiet fallback to another task
+    std::cerr << "--task shakespeare: cannot read " << opt.data
+              << ": get it with `bash scripts/get_data.sh` (writes data/tinyshakespeare.txt) or pass --data "
+                 "PATH.\n";
+    return false;
+  }
   std::cerr
       << "No TinyShakespeare at " << opt.data
       << ": get it with `bash scripts/get_data.sh` (writes data/tinyshakespeare.txt) or pass --data PATH.\n"
@@ -96,15 +103,20 @@ bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task
 namespace {
 
 // What a checkpoint saves and restores (nn/checkpoint.h): the model, its Adam state, the data and dropout
-// generators, the model's config, and the text task's tokenizer. opt and data_gen must outlive the state.
-nn::TrainState checkpoint_state(nn::TinyLM& model, optim::Adam& opt, Generator& data_gen,
-                                const LMTask& task) {
+// generators, the model's config, and the text task's tokenizer (`tokenizer`: a copy of the task's, which a
+// load replaces with the file's; load_resume compares the two). opt, data_gen and tokenizer must outlive the
+// state.
+nn::TrainState checkpoint_state(nn::TinyLM& model, optim::Adam& opt, Generator& data_gen, const LMTask& task,
+                                nn::CharTokenizer& tokenizer) {
   nn::TrainState state;
   state.model = &model;
   state.optimizer = &opt;
   state.generators = {{"data", &data_gen}, {"dropout", &model.dropout_generator()}};
   state.config_json = model.config.to_json();
-  if (task.name == "shakespeare") state.tokenizer = const_cast<nn::CharTokenizer*>(&task.tokenizer);
+  if (task.name == "shakespeare") {
+    tokenizer = task.tokenizer;
+    state.tokenizer = &tokenizer;
+  }
   return state;
 }
 
@@ -115,16 +127,57 @@ void check_checkpoint_device(const TrainSpec& spec, const std::string& resume, c
            spec.device.str(), ")");
 }
 
-void load_resume(const std::string& resume, nn::TrainState& state, const TrainSpec& spec) {
+// The metadata key of the losses of steps 1..step, so that a resumed run's curve and statistics are those of
+// the straight run (a JSON array; every value is finite: a run that diverged is not saved).
+constexpr const char* kLossesKey = "train.losses";
+
+// Loads `resume` into `state` and checks that the run it holds is this one: steps left to run, the same
+// learning rate, data seed and vocabulary (each silently replaced by the file's before: a resumed run
+// labelled "lr 1e-3" went on at the checkpoint's 1e-4). Returns the saved losses (empty when the file has
+// none: a checkpoint not written by train_lm).
+std::vector<double> load_resume(const std::string& resume, nn::TrainState& state, const TrainSpec& spec,
+                                const LMTask& task, const Generator& data_gen) {
   nn::load_checkpoint(resume, state);
   NG_CHECK(state.step < spec.steps, "--resume", "the checkpoint ", resume, " is at step ", state.step,
            ", expected fewer than the ", spec.steps, " steps of this run (raise --steps)");
+  NG_CHECK(state.optimizer->lr == spec.lr, "--resume", "the checkpoint ", resume, " trained ", spec.label,
+           " at lr ", state.optimizer->lr, ", this run asks for lr ", spec.lr,
+           ": give the learning-rate flags of the run that saved it");
+  NG_CHECK(data_gen.seed() == spec.data_seed, "--resume", "the checkpoint ", resume,
+           " drew its batches with data seed ", data_gen.seed(), ", this run's is ", spec.data_seed,
+           ": give the --seed of the run that saved it");
+  NG_CHECK(!state.tokenizer || *state.tokenizer == task.tokenizer, "--resume", "the checkpoint ", resume,
+           " was trained on a text of ", state.tokenizer ? state.tokenizer->vocab_size() : 0,
+           " distinct bytes, and --data has another vocabulary (", task.tokenizer.vocab_size(),
+           "): its token ids would mean other characters");
+  std::vector<double> losses;
+  auto it = state.metadata.find(kLossesKey);
+  if (it == state.metadata.end()) return losses;
+  try {
+    for (const auto& v : nlohmann::json::parse(it->second)) losses.push_back(v.get<double>());
+  } catch (const std::exception& e) {
+    fail("--resume", "the checkpoint ", resume, ": ", kLossesKey, " is not a JSON array of numbers (",
+         e.what(), ")");
+  }
+  NG_CHECK(int64_t(losses.size()) == state.step, "--resume", "the checkpoint ", resume, ": ", kLossesKey,
+           " holds ", losses.size(), " losses, expected one per step done (", state.step, ")");
+  return losses;
+}
+
+// Two paths name the same file (through links, "..", or a relative and an absolute spelling).
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  const fs::path ca = fs::weakly_canonical(a, ec), cb = fs::weakly_canonical(b, ec);
+  return !ec && ca == cb;
 }
 
 }  // namespace
 
 void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, const TrainSpec& spec,
-                            const std::string& resume, const std::string& save) {
+                            const std::string& resume, const std::string& save,
+                            const std::vector<std::string>& not_save_paths) {
   check_checkpoint_device(spec, resume, save);
   if (!save.empty()) {
     // The checkpoint is written when the config has trained: look at its folder now.
@@ -136,6 +189,11 @@ void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, 
              dir.string(), " is not one");
     NG_CHECK(::access(dir.c_str(), W_OK) == 0, "--save", "cannot write in the folder ", dir.string(), " (",
              std::strerror(errno), ")");
+    // The corpus and the run's own files are not a checkpoint's to replace (--resume is: that is how a run
+    // goes on in place).
+    for (const std::string& other : not_save_paths)
+      NG_CHECK(other.empty() || !same_file(save, other), "--save", save, " is ", other,
+               ", which this run reads or writes: give the checkpoint a path of its own");
   }
   if (resume.empty()) return;
   nn::TinyLM model(config);  // a scratch model of the config the checkpoint must match
@@ -143,8 +201,24 @@ void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, 
   ao.lr = spec.lr;
   optim::Adam opt(model.named_parameters(), ao);
   Generator data_gen(spec.data_seed);
-  nn::TrainState state = checkpoint_state(model, opt, data_gen, task);
-  load_resume(resume, state, spec);
+  nn::CharTokenizer tokenizer;
+  nn::TrainState state = checkpoint_state(model, opt, data_gen, task, tokenizer);
+  load_resume(resume, state, spec, task, data_gen);
+}
+
+std::string resumed_note(const TrainResult& r, const std::string& path, int64_t steps) {
+  const std::string at = "was resumed from `" + path + "` at step " + std::to_string(r.resumed_at);
+  if (r.first_step == 1)
+    return at + "; the checkpoint kept its losses of steps 1 to " + std::to_string(r.resumed_at) +
+           ", so its curve and statistics are those of the whole run, as if it had never stopped.";
+  return at + ": the checkpoint has no losses, so its curve and statistics cover steps " +
+         std::to_string(r.first_step) + " to " + std::to_string(steps) + " only.";
+}
+
+std::vector<std::string> not_save_paths(const CommonOptions& opt, const Report& report) {
+  std::vector<std::string> paths = report.files();
+  paths.push_back(opt.data);
+  return paths;
 }
 
 TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
@@ -160,20 +234,24 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
   optim::Adam opt(model.named_parameters(), ao);
   std::vector<Tensor> params = model.parameters();
   Generator data_gen(spec.data_seed);
-  nn::TrainState state = checkpoint_state(model, opt, data_gen, task);
+  nn::CharTokenizer tokenizer;
+  nn::TrainState state = checkpoint_state(model, opt, data_gen, task, tokenizer);
   // --resume continues the run the checkpoint came from: its weights, Adam moments, data and dropout
-  // generators and step count are restored, and training goes on to the same total of spec.steps. So
-  // "train 100 steps" and "train 50, --save, then --resume to 100" give the same bits
-  // (Examples.ResumeContinuesTheRunBitwise).
+  // generators, step count and losses so far are restored, and training goes on to the same total of
+  // spec.steps. So "train 100 steps" and "train 50, --save, then --resume to 100" give the same bits, and
+  // the same result: the same curve, statistics and summary (Examples.ResumeContinuesTheRunBitwise).
   if (!resume.empty()) {
-    load_resume(resume, state, spec);
+    r.losses = load_resume(resume, state, spec, task, data_gen);
+    r.resumed_at = state.step;
     std::cerr << spec.label << ": resumed from " << resume << " at step " << state.step << "\n";
   }
-  r.first_step = state.step + 1;
+  // Steps 1..state.step are in r.losses when the checkpoint kept them; otherwise the result starts after it.
+  r.first_step = r.losses.empty() ? state.step + 1 : 1;
+  const int64_t start = state.step + 1;
   DivergenceWatch watch;
-  Progress bar(spec.label, spec.steps, quiet, r.first_step);
+  Progress bar(spec.label, spec.steps, quiet, start);
   auto t0 = std::chrono::steady_clock::now();
-  for (int64_t step = r.first_step; step <= spec.steps; ++step) {
+  for (int64_t step = start; step <= spec.steps; ++step) {
     Tensor tokens, targets;
     task.batch(spec.batch, spec.seq, data_gen, tokens, targets);
     tokens = tokens.to(spec.device);  // no-ops on the CPU
@@ -225,7 +303,17 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
     r.val_loss = sum / double(spec.val_batches);
     model.train();
   }
-  if (!save.empty()) {
+  if (!save.empty() && r.nan_step >= 0) {
+    // Its generators have drawn the failed step's batch while its step count has not moved: a checkpoint of
+    // it would not resume the run. The reason goes with the trainer's summary (nan_what).
+    std::cerr << spec.label << ": not saved to " << save << ": the run diverged at step " << r.nan_step
+              << "\n";
+  } else if (!save.empty()) {
+    if (r.first_step == 1) {  // the whole history (not after resuming a checkpoint that had none)
+      nlohmann::json losses = nlohmann::json::array();
+      for (double l : r.losses) losses.push_back(l);
+      state.metadata[kLossesKey] = losses.dump();
+    }
     nn::save_checkpoint(save, state);
     std::cerr << spec.label << ": saved checkpoint to " << save << "\n";
   }

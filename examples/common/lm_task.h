@@ -42,14 +42,17 @@ struct LMTask {
 };
 
 // Picks the task from --task ("" = shakespeare when the data file is readable, else copy, saying how to
-// get the data). Returns false (after printing why) for a bad --task value.
+// get the data). Returns false (after printing why) for a bad --task value, and for --task shakespeare
+// without a readable data file.
 bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task);
 
 struct TrainResult {
   std::vector<double> losses;      // one per step done (the step that diverged is the last, non-finite)
-  int64_t first_step = 1;          // step of losses[0]: 1, or the checkpoint's step + 1 after --resume
+  int64_t first_step = 1;  // step of losses[0]: 1 (after --resume too: the checkpoint keeps the losses
+                           // so far), or the checkpoint's step + 1 for a checkpoint without them
   int64_t nan_step = -1;           // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
   std::string nan_what;            // "loss is NaN", "gradient norm is Inf", or the anomaly report
+  int64_t resumed_at = -1;         // --resume: the checkpoint's step; -1 when the run started at step 1
   double val_loss = std::nan("");  // shakespeare only
   double seconds = 0;
 };
@@ -69,7 +72,9 @@ struct TrainSpec {
 // Adam, one fresh batch per step, stops at the first non-finite loss or gradient norm. Under
 // --detect-anomaly (anomaly mode on) it also stops at the first op that makes a NaN/Inf, and nan_what is
 // the anomaly report naming that op.
-// `resume` (a checkpoint path, may be empty) is loaded into model + optimizer before training.
+// `resume` (a checkpoint path, may be empty) is loaded into model + optimizer before training. `save` (may
+// be empty) is written at the end, with the losses so far, unless the run diverged (then it says so on
+// stderr and writes nothing).
 TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spec, bool quiet,
                      const std::string& resume = "", const std::string& save = "");
 
@@ -78,7 +83,18 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
 // corrupt checkpoint, one of another model, one already at --steps, or --save/--resume on a GPU is an
 // ng::Error at once rather than after the other configs have trained for minutes. It loads `resume` into a
 // scratch model of `config`, exactly as train_lm will.
+// It also refuses a --resume whose run is not this one (another learning rate, data seed or vocabulary:
+// each was silently replaced by the file's), and a --save that names a file the run reads or writes
+// (`not_save_paths`: the corpus, the report's files).
 void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, const TrainSpec& spec,
-                            const std::string& resume, const std::string& save);
+                            const std::string& resume, const std::string& save,
+                            const std::vector<std::string>& not_save_paths = {});
+
+// The summary's line on a resumed run: "was resumed from `PATH` at step k; ..." (what its curve covers).
+std::string resumed_note(const TrainResult& r, const std::string& path, int64_t steps);
+
+class Report;
+// What a --save path must not be: the corpus (--data) and the report's files.
+std::vector<std::string> not_save_paths(const CommonOptions& opt, const Report& report);
 
 }  // namespace ng::examples

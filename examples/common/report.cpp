@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -144,6 +145,10 @@ std::string Report::path(const std::string& ext) const {
   return (std::filesystem::path(out_) / (name_ + "." + ext)).string();
 }
 
+std::vector<std::string> Report::files() const {
+  return {path("png"), path("csv"), path("md"), path("cmd.txt")};
+}
+
 std::string Report::add_figure(const plot::Figure& figure) {
   const std::string png = path("png");
   pending_.emplace_back(png, plot::encode_png(plot::render(figure)));
@@ -200,6 +205,13 @@ double std_last(const std::vector<double>& v, size_t n) {
   double m = mean_last(v, n), s = 0;
   for (double x : t) s += (x - m) * (x - m);
   return std::sqrt(s / double(t.size()));
+}
+
+std::pair<double, double> head_tail_means(const std::vector<double>& v, size_t head, size_t tail) {
+  if (v.size() < 2) return {NAN, NAN};
+  const size_t h = std::min(head, v.size() / 2), t = std::min(tail, v.size() - h);
+  const std::vector<double> first(v.begin(), v.begin() + std::ptrdiff_t(h));
+  return {mean_last(first, h), mean_last(v, t)};
 }
 
 bool DivergenceWatch::ok(int64_t step, double loss, double grad_norm) {

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "examples/common/cli.h"
@@ -51,6 +52,7 @@ class Report {
   // Writes nothing yet (see write_all); the clock of the run's cost starts here.
   Report(const CommonOptions& options, std::string name, int argc, char** argv);
   std::string path(const std::string& extension) const;  // <out>/<name>.<extension>
+  std::vector<std::string> files() const;                // the four paths write_all writes
   // Renders the figure to its PNG and CSV, kept until write_all. Returns the PNG's path.
   std::string add_figure(const plot::Figure& figure);
   // Writes the run's files: the figure's PNG and CSV, the command line, and the summary, with the run's
@@ -73,6 +75,10 @@ double peak_rss_mib();
 double mean_last(const std::vector<double>& v, size_t n);
 // Population standard deviation of the last n values.
 double std_last(const std::vector<double>& v, size_t n);
+// The means of a curve's start and end, for "how far did the loss fall": the first min(head, n/2) values
+// and the last min(tail, n - that many), two windows that never overlap (a run of 5 steps compared its
+// whole curve with itself and "fell by 0" while it blew up). NaN, NaN for fewer than 2 values.
+std::pair<double, double> head_tail_means(const std::vector<double>& v, size_t head, size_t tail);
 
 // ---- divergence ----
 // Watches a training run: the first step whose loss or gradient norm is NaN or Inf is where the run
