@@ -246,7 +246,9 @@ static int run(int argc, char** argv) {
   if (best >= 0)
     md += "- Lowest final loss: " + kConfigs[size_t(best)].name + " (" +
           num(mean_last(results[size_t(best)].losses, kFinalWindow), 4) + ").\n";
-  if (std::count(converged.begin(), converged.end(), "-") == std::ptrdiff_t(kConfigs.size()))
+  if (best < 0)
+    md += "- Every config diverged: none has a final loss to rank.\n";
+  else if (std::count(converged.begin(), converged.end(), "-") == std::ptrdiff_t(kConfigs.size()))
     md += "- One step is too few to tell whether any config converged.\n";
   else if (std::count(converged.begin(), converged.end(), "yes") == 0)
     md +=
@@ -268,8 +270,12 @@ static int run(int argc, char** argv) {
     return kConfigs[i].name + " diverged at step " + std::to_string(results[i].nan_step);
   };
   auto finished = [&](size_t i) { return results[i].nan_step < 0; };
-  md += "- Post-LN ended at " + num(post, 4) + " (lesson ~3.5), Pre-LN + LayerNorm at " + num(preln, 4) +
-        " (lesson ~2.8), Pre-LN + RMSNorm at " + num(prerms, 4) + " (lesson ~2.7). ";
+  auto ended = [&](size_t i, double loss) {
+    return finished(i) ? num(loss, 4)
+                       : "no final loss (diverged at step " + std::to_string(results[i].nan_step) + ")";
+  };
+  md += "- Post-LN ended at " + ended(1, post) + " (lesson ~3.5), Pre-LN + LayerNorm at " + ended(2, preln) +
+        " (lesson ~2.8), Pre-LN + RMSNorm at " + ended(3, prerms) + " (lesson ~2.7). ";
   if (!finished(1) || !finished(2) || !finished(3)) {
     md += "Not compared: ";
     std::string sep;

@@ -84,6 +84,32 @@ TEST(TrainerDivergence, Exp2StopsTheConfigAtItsNaNStepAndFinishes) {
   fs::remove_all(dir);
 }
 
+// --lr-scale 1e12: every config diverges at step 2. The summary compares nothing (a diverged config's
+// "final loss" is the mean of the steps before its blow-up) and says so, with no placeholder value.
+TEST(TrainerDivergence, Exp2ComparesOnlyConfigsThatFinished) {
+  const fs::path dir = temp_dir("all_diverge");
+  const RunResult r =
+      run(std::string(NG_EXP2_NORM_COMPARISON_PATH) +
+              " --steps 3 --task copy --threads 1 --quiet --lr-scale 1e12 --out " + (dir / "out").string(),
+          dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string md = slurp(dir / "out" / "norm_comparison.md");
+  EXPECT_TRUE(contains(md, "- Every config diverged: none has a final loss to rank.")) << md;
+  EXPECT_TRUE(contains(md, "Post-LN ended at no final loss (diverged at step 2)")) << md;
+  EXPECT_TRUE(contains(md,
+                       "Not compared: Post-LN + LayerNorm diverged at step 2, Pre-LN + LayerNorm diverged "
+                       "at step 2, Pre-LN + RMSNorm diverged at step 2."))
+      << md;
+  EXPECT_TRUE(contains(md, "- RMSNorm vs LayerNorm: not compared, Pre-LN + LayerNorm diverged at step 2."))
+      << md;
+  EXPECT_TRUE(contains(md, "No config finished, so this run has no final loss to hold against the floor."))
+      << md;
+  for (const char* wrong :
+       {"Pre-LN beat", "did NOT beat", "1e+300", "Best final loss", "No config converged"})
+    EXPECT_FALSE(contains(md, wrong)) << wrong << "\n" << md;
+  fs::remove_all(dir);
+}
+
 // The same run with --detect-anomaly: the first op whose output is not finite is named (a Matmul of the
 // attention, shapes (B, NH, T, T) = (16, 4, 64, 64)), its inputs were still finite (it made the Inf, it did
 // not inherit it), the config stops at the same step 2, and the run still finishes with its files.
