@@ -103,6 +103,7 @@ static int run(int argc, char** argv) {
   base.n_heads = 4;
   base.ffn = "mlp";
   base.seed = opt.seed;
+  base.max_seq_len = TrainSpec().seq;  // the context it trains on: generate() crops the sample's to it
   base = task.configure(base);
 
   std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping, seed %llu, device %s\n",

@@ -96,6 +96,7 @@ static int run(int argc, char** argv) {
     c.norm_position = r.position;
     c.final_norm = r.position == "pre";
     c.seed = opt.seed;
+    c.max_seq_len = seq;  // the context it trains on
     return task.configure(c);
   };
   auto spec_of = [&](const Run& r) {

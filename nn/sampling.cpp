@@ -70,9 +70,15 @@ std::vector<int64_t> generate(TinyLM& model, const std::vector<int64_t>& prompt,
   NoGradGuard no_grad;
   Generator gen(seed);
   std::vector<int64_t> seq = prompt;
-  const bool crop = model.config.position == "learned";
+  // The context is the last max_seq_len tokens whatever the positions: a learned table has no row past it,
+  // and a RoPE model trained on windows of max_seq_len has never seen a longer one (a model trained on 16
+  // tokens scored 1.22 nats per token on its own training text read in full, 0.004 in windows of 16).
+  NG_CHECK(model.config.max_seq_len > 0, "generate",
+           "expected a model config with max_seq_len > 0 (the context "
+           "length), got ",
+           model.config.max_seq_len);
   for (int64_t n = 0; n < n_tokens; ++n) {
-    const int64_t start = crop ? std::max<int64_t>(0, int64_t(seq.size()) - model.config.max_seq_len) : 0;
+    const int64_t start = std::max<int64_t>(0, int64_t(seq.size()) - model.config.max_seq_len);
     std::vector<int64_t> ctx(seq.begin() + start, seq.end());
     const int64_t T = int64_t(ctx.size());
     Tensor logits = model.forward(from_vector(ctx, Shape{1, T}));  // (1, T, V)

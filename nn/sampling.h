@@ -1,7 +1,7 @@
 // nn::generate: sample a continuation from a TinyLM, reproducibly.
 //
-// For each new token: run the model on the context (the last max_seq_len tokens with learned positions,
-// the whole sequence otherwise), take the logits of the last position, and
+// For each new token: run the model on the context (the last config.max_seq_len tokens, the length it was
+// trained on, whatever its positions), take the logits of the last position, and
 //
 //   temperature = 0:  pick the argmax (greedy; ties go to the lowest id)
 //   temperature > 0:  p = softmax(logits / temperature), restricted to the top_k largest logits when

@@ -47,7 +47,8 @@ struct TinyLMConfig {
   bool qk_norm = false;
   std::string position = "rope";  // "rope", "learned" or "none"
   double rope_theta = 1e6;
-  int64_t max_seq_len = 256;  // learned positions: the table size; sampling crops the context to it
+  int64_t max_seq_len = 256;  // the context length: the learned table's size; generate() crops to it (any
+                              // positions): set it to the training sequence length
   double dropout = 0.0;
   bool tie_weights = false;
   uint64_t seed = 0;

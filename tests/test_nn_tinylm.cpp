@@ -210,6 +210,33 @@ TEST(Sampling, ReproducibleForASeed) {
   lc.max_seq_len = 4;
   nn::TinyLM learned(lc);
   EXPECT_EQ(nn::generate(learned, prompt, 10, 1.0, 3, 1).size(), 13u);
+  // RoPE and no positions too: each token comes from the last max_seq_len tokens (the training length; a
+  // RoPE model reading its whole growing output sees lengths it never trained on). Greedy steps by hand
+  // on the cropped context give the same tokens.
+  for (const char* position : {"rope", "none"}) {
+    auto rc = tiny(9);
+    rc.position = position;
+    rc.max_seq_len = 4;
+    nn::TinyLM model(rc);
+    model.eval();
+    {
+      // Larger weights make sharp attention, so that what lies outside the last 4 tokens changes the argmax
+      // (at the init scale an untrained model's greedy tokens barely depend on the context).
+      NoGradGuard no_grad;
+      for (Tensor& p : model.parameters()) mul_(p, 6.0);
+    }
+    std::vector<int64_t> expected = prompt;
+    Generator unused(0);  // greedy draws nothing
+    for (int n = 0; n < 12; ++n) {
+      std::vector<int64_t> ctx(expected.end() - std::min<std::ptrdiff_t>(4, std::ptrdiff_t(expected.size())),
+                               expected.end());
+      NoGradGuard no_grad;
+      Tensor logits = model.forward(from_vector(ctx, Shape{1, int64_t(ctx.size())}));
+      expected.push_back(nn::sample_from_logits(logits.select(1, int64_t(ctx.size()) - 1).to_vector<double>(),
+                                                0.0, 0, unused));
+    }
+    EXPECT_EQ(nn::generate(model, prompt, 12, 0.0), expected) << position;
+  }
   expect_error([&] { nn::generate(m, {}, 3); },
                {"generate: the prompt is empty, expected at least one token"});
   expect_error([&] { nn::generate(m, {9}, 3); },
