@@ -16,6 +16,11 @@
 // matrix) are scaled by
 //     beta = (8N)^(-1/4)
 // (q_proj and k_proj keep their init), so each sublayer's update starts small relative to alpha x.
+// The base init is nn::Linear's (PyTorch's default, U(+-1/sqrt(fan_in))), scaled by beta, weights and
+// biases: what the DeepNet authors' released code does (torchscale divides fc1, fc2, out_proj and v_proj by
+// (8N)^(1/4) after their usual init). The paper's pseudocode instead draws xavier_normal_(gain = beta) (gain
+// 1 for q/k), whose standard deviations are 1.1-2.2x these at C = 256, N = 4 (fan-in only vs fan-in +
+// fan-out). The lesson's sketch scales only the FFN output and out_proj, by 1/alpha.
 //
 // The MiniMind block is PreLN + RMSNorm + RoPE + GQA + QK-norm + SwiGLU (BlockConfig::minimind).
 #pragma once
