@@ -348,6 +348,17 @@ TEST(ExamplesPrograms, Exp1WritesItsFourFiles) {
     EXPECT_TRUE(fs::exists(dir / (std::string("gradient_vanishing.") + ext))) << ext;
   std::string md = slurp(dir / "gradient_vanishing.md");
   EXPECT_NE(md.find("the lesson claims 0.016"), std::string::npos);
+  // The conclusions are the run's measurements held against their predictions (each sentence has a
+  // negative form the summary would print instead).
+  EXPECT_NE(md.find("- The decay stops at a floor set by the biases"), std::string::npos) << md;
+  EXPECT_NE(md.find("(all within 25% of it)"), std::string::npos) << md;
+  EXPECT_NE(md.find("This init predicts 0.337 (Var(z) = 1/3 + 1/(3n) for unit inputs): the measured value is "
+                    "within 5%"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("is below the std after it at 10 of 10 layers: every layer still shrinks its input"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("Command: `"), std::string::npos);
   std::string csv = slurp(dir / "gradient_vanishing.csv");
   EXPECT_EQ(csv.rfind("panel,kind,series,x,y\n", 0), 0u);
