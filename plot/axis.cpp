@@ -24,7 +24,16 @@ double nice_step(double span, int target) {
 
 namespace {
 
-Axis linear_axis(double lo, double hi, int target) {
+// Near the ends of the doubles the padded, rounded ends overflow (a span of [-1e308, 1e308]) or underflow
+// to 0 (a log axis from 1e-320): the axis would be NaN, and its tick loop run away. Checked before the ticks.
+void check_ends(double a_lo, double a_hi, double lo, double hi, bool log, const char* op) {
+  NG_CHECK(std::isfinite(a_lo) && std::isfinite(a_hi) && a_lo < a_hi && (!log || a_lo > 0), op,
+           "cannot make an axis for the values [", lo, ", ", hi,
+           "]: its padded ends are not finite doubles (values too large or too small to plot)");
+}
+
+Axis linear_axis(double lo, double hi, int target, const char* op) {
+  const double lo0 = lo, hi0 = hi;
   if (lo == hi) {
     double pad = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
     lo -= pad;
@@ -35,6 +44,9 @@ Axis linear_axis(double lo, double hi, int target) {
   a.scale = Scale::Linear;
   a.lo = std::floor(lo / step + 1e-9) * step;
   a.hi = std::ceil(hi / step - 1e-9) * step;
+  check_ends(a.lo, a.hi, lo0, hi0, false, op);
+  NG_CHECK(std::isfinite((a.hi - a.lo) / step), op, "cannot make an axis for the values [", lo0, ", ", hi0,
+           "]: its padded ends are not finite doubles (values too large or too small to plot)");
   long n = std::lround((a.hi - a.lo) / step);
   for (long i = 0; i <= n; ++i) {
     double t = a.lo + double(i) * step;
@@ -44,7 +56,8 @@ Axis linear_axis(double lo, double hi, int target) {
   return a;
 }
 
-Axis log_axis(double lo, double hi, int target) {
+Axis log_axis(double lo, double hi, int target, const char* op) {
+  const double lo0 = lo, hi0 = hi;
   if (lo == hi) {
     lo /= 2;
     hi *= 2;
@@ -56,6 +69,7 @@ Axis log_axis(double lo, double hi, int target) {
   a.scale = Scale::Log;
   a.lo = std::pow(10.0, l0 - pad);
   a.hi = std::pow(10.0, l1 + pad);
+  check_ends(a.lo, a.hi, lo0, hi0, true, op);
   int d0 = int(std::floor(std::log10(a.lo))), d1 = int(std::ceil(std::log10(a.hi)));
   // Decades; thin them out when there are many (every 2nd, 3rd, ... power of ten).
   int decades = d1 - d0;
@@ -88,11 +102,8 @@ Axis log_axis(double lo, double hi, int target) {
 Axis make_axis(Scale scale, double lo, double hi, int target, const char* op) {
   NG_CHECK(std::isfinite(lo) && std::isfinite(hi), op, "axis range must be finite, got [", lo, ", ", hi, "]");
   NG_CHECK(lo <= hi, op, "axis range is reversed: [", lo, ", ", hi, "]");
-  if (scale == Scale::Log) {
-    NG_CHECK(lo > 0, op, "a log axis needs positive values, got ", lo);
-    return log_axis(lo, hi, target);
-  }
-  return linear_axis(lo, hi, target);
+  NG_CHECK(scale != Scale::Log || lo > 0, op, "a log axis needs positive values, got ", lo);
+  return scale == Scale::Log ? log_axis(lo, hi, target, op) : linear_axis(lo, hi, target, op);
 }
 
 std::string format_tick(double v, Scale scale) {

@@ -104,6 +104,20 @@ TEST(ExamplesCsv, FigureCsvHasEveryPlottedNumber) {
   EXPECT_EQ(csv.rows[3], (std::vector<std::string>{"loss", "hline", "lesson", "", "2.7"}));
   EXPECT_EQ(csv.rows[5], (std::vector<std::string>{"final", "bar", "g", "y", "2"}));
   EXPECT_EQ(csv.rows[6], (std::vector<std::string>{"t", "table", "Pre-LN", "loss", "2.7"}));
+  // A series with x values, but not one per y: an error (it read past the end of x).
+  ng::plot::Figure bad;
+  ng::plot::LineChart chart;
+  chart.title = "t";
+  chart.series.push_back({.label = "s", .x = {1.0}, .y = {1.0, 2.0, 3.0}});
+  bad.panels = {chart};
+  try {
+    figure_csv(bad);
+    ADD_FAILURE() << "expected ng::Error";
+  } catch (const ng::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("figure_csv: series 's' of panel 't' has 1 x values and 3 y values"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ExamplesMarkdown, TableAndCommandLine) {

@@ -66,6 +66,12 @@ Csv figure_csv(const plot::Figure& fig) {
           using T = std::decay_t<decltype(panel)>;
           std::string title = panel.title.empty() ? "panel " + std::to_string(p) : panel.title;
           if constexpr (std::is_same_v<T, plot::LineChart>) {
+            for (const auto& s : panel.series) {
+              // render() checks this too, but the CSV may be asked for first
+              NG_CHECK(s.x.empty() || s.x.size() == s.y.size(), "figure_csv", "series '", s.label,
+                       "' of panel '", title, "' has ", s.x.size(), " x values and ", s.y.size(),
+                       " y values, expected as many");
+            }
             for (const auto& s : panel.series)
               for (size_t i = 0; i < s.y.size(); ++i)
                 add(title, "line", s.label, num(s.x.empty() ? double(i) : s.x[i], 9), num(s.y[i], 9));
