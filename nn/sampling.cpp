@@ -77,11 +77,15 @@ std::vector<int64_t> generate(TinyLM& model, const std::vector<int64_t>& prompt,
            "expected a model config with max_seq_len > 0 (the context "
            "length), got ",
            model.config.max_seq_len);
+  // The tokens go where the model is (a model on a GPU refused the CPU tensor); the logits come back to
+  // the host in to_vector.
+  const std::vector<Tensor> params = model.parameters();
+  const Device device = params.empty() ? Device::cpu() : params[0].device();
   for (int64_t n = 0; n < n_tokens; ++n) {
     const int64_t start = std::max<int64_t>(0, int64_t(seq.size()) - model.config.max_seq_len);
     std::vector<int64_t> ctx(seq.begin() + start, seq.end());
     const int64_t T = int64_t(ctx.size());
-    Tensor logits = model.forward(from_vector(ctx, Shape{1, T}));  // (1, T, V)
+    Tensor logits = model.forward(from_vector(ctx, Shape{1, T}).to(device));  // (1, T, V)
     std::vector<double> last = logits.select(1, T - 1).to_vector<double>();
     seq.push_back(sample_from_logits(last, temperature, top_k, gen));
   }

@@ -8,7 +8,8 @@
 //                     top_k > 0 (ties broken by lower id), then draw one token by inverse CDF with
 //                     u ~ U[0, 1) from Generator(seed)
 //
-// The same model, prompt and seed always give the same tokens. The model runs in eval mode (no dropout)
+// The same model, prompt and seed always give the same tokens, on the model's device (each context is
+// copied there; the last logits come back to the host). The model runs in eval mode (no dropout)
 // and without autograd; its train/eval flag is restored afterwards. No KV cache: each step recomputes the
 // whole context (simple and exact; fine at this size).
 #pragma once

@@ -413,6 +413,20 @@ TEST(DeviceDispatch, Exp2ConfigsTrainOnTheDeviceLikeOnTheCpu) {
     }
 }
 
+// generate() on a model that lives on the device: each context is copied there (it was built on the CPU
+// and refused by the model's first op). The host device computes what the CPU does: the same tokens.
+TEST(DeviceDispatch, GenerateOnTheDeviceGivesTheCpuTokens) {
+  KernelsScope scope(&host_device());
+  const ng::nn::TinyLMConfig cfg = exp2_config(kExp2[3], true);
+  ng::nn::TinyLM cpu(cfg), dev(cfg);
+  dev.to(kDev);
+  const std::vector<int64_t> prompt = {1, 2, 3};
+  for (double temperature : {0.0, 1.0})
+    EXPECT_EQ(ng::nn::generate(dev, prompt, 12, temperature, 0, 5), ng::nn::generate(cpu, prompt, 12, temperature, 0, 5))
+        << temperature;
+  EXPECT_TRUE(dev.tok_emb->weight.device() == kDev);
+}
+
 TEST(DeviceDispatch, AdamWAndClippingOnTheDevice) {
   KernelsScope scope(&host_device());
   ng::Generator gen(3);
