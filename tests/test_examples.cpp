@@ -422,7 +422,7 @@ TEST(ExamplesPrograms, Exp1SaysWhichFlagsDoNotApply) {
 TEST(ExamplesPrograms, Exp3LearningRateFlagsReachTheRunsAndTheSummary) {
   fs::path dir = temp_dir("exp3");
   const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) +
-                          " --quick --steps 3 --task copy --threads 2 --quiet --out ";
+                          " --quick --steps 1 --task copy --threads 2 --quiet --out ";
   std::string err;
   EXPECT_EQ(run(exe + (dir / "bad").string() + " --post-lr 0", err, dir), 2);
   EXPECT_NE(err.find("--post-lr"), std::string::npos) << err;
