@@ -15,7 +15,8 @@
 # process exit with 66, so ctest fails it. CI (.ci/run) runs it on the tests that start threads of their own,
 # coordinate OpenMP threads by hand or merge per-thread partial sums; docs/reliability.md has the list.
 #
-# Why the SIMD kernels are built for SSE4 (and Highway's portable EMU128) only, and not for this machine's
+# Why the SIMD kernels are built for SSE4 only (as the compiler's own target, -march=x86-64-v2; where the
+# CPU lacks PCLMUL/AES, with Highway's portable EMU128 beside it), and not for this machine's
 # best target as in scripts/asan.sh: ThreadSanitizer sees accesses of 1, 2, 4, 8 and 16 bytes, and AVX2's
 # 32-byte and AVX-512's 64-byte loads and stores are invisible to it. With AVX-512 a GEMM that skipped the
 # barrier before repacking B gave wrong products and no report; built for SSE4 the same mutant gave 42

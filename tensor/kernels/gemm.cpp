@@ -807,24 +807,31 @@ HWY_EXPORT(GemmBatchedF32);
 HWY_EXPORT(GemmBatchedF64);
 }  // namespace gemm_simd
 
+// The calls below name the kernels from inside gemm_simd (a using-directive): in a one-target build
+// (HWY_COMPILE_ONLY_STATIC, the sanitizer builds) HWY_DYNAMIC_DISPATCH(F) is HWY_NAMESPACE::F, and the kernels'
+// HWY_NAMESPACE is gemm_simd's.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
           int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(gemm_simd::GemmF32)(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  using namespace gemm_simd;
+  HWY_DYNAMIC_DISPATCH(GemmF32)(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
           int64_t ldb, double* C, int64_t ldc, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(gemm_simd::GemmF64)(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  using namespace gemm_simd;
+  HWY_DYNAMIC_DISPATCH(GemmF64)(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 void gemm_batched(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                   const int64_t* a_off, int64_t lda, const float* B, const int64_t* b_off, int64_t ldb,
                   float* C, int64_t c_stride, int64_t ldc, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(gemm_simd::GemmBatchedF32)
+  using namespace gemm_simd;
+  HWY_DYNAMIC_DISPATCH(GemmBatchedF32)
   (ta, tb, batch, M, N, K, A, a_off, lda, B, b_off, ldb, C, c_stride, ldc, accumulate);
 }
 void gemm_batched(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const double* A,
                   const int64_t* a_off, int64_t lda, const double* B, const int64_t* b_off, int64_t ldb,
                   double* C, int64_t c_stride, int64_t ldc, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(gemm_simd::GemmBatchedF64)
+  using namespace gemm_simd;
+  HWY_DYNAMIC_DISPATCH(GemmBatchedF64)
   (ta, tb, batch, M, N, K, A, a_off, lda, B, b_off, ldb, C, c_stride, ldc, accumulate);
 }
 }  // namespace ng
