@@ -422,7 +422,8 @@ TEST(DeviceDispatch, GenerateOnTheDeviceGivesTheCpuTokens) {
   dev.to(kDev);
   const std::vector<int64_t> prompt = {1, 2, 3};
   for (double temperature : {0.0, 1.0})
-    EXPECT_EQ(ng::nn::generate(dev, prompt, 12, temperature, 0, 5), ng::nn::generate(cpu, prompt, 12, temperature, 0, 5))
+    EXPECT_EQ(ng::nn::generate(dev, prompt, 12, temperature, 0, 5),
+              ng::nn::generate(cpu, prompt, 12, temperature, 0, 5))
         << temperature;
   EXPECT_TRUE(dev.tok_emb->weight.device() == kDev);
 }

@@ -808,8 +808,8 @@ HWY_EXPORT(GemmBatchedF64);
 }  // namespace gemm_simd
 
 // The calls below name the kernels from inside gemm_simd (a using-directive): in a one-target build
-// (HWY_COMPILE_ONLY_STATIC, the sanitizer builds) HWY_DYNAMIC_DISPATCH(F) is HWY_NAMESPACE::F, and the kernels'
-// HWY_NAMESPACE is gemm_simd's.
+// (HWY_COMPILE_ONLY_STATIC, the sanitizer builds) HWY_DYNAMIC_DISPATCH(F) is HWY_NAMESPACE::F, and the
+// kernels' HWY_NAMESPACE is gemm_simd's.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
           int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   using namespace gemm_simd;
