@@ -21,13 +21,25 @@ Tensor full(const Shape& shape, double value, DType dtype) {
   t.fill_(value);
   return t;
 }
-Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor zeros(const Shape& shape, DType dtype) {
+  return full(shape, 0.0, dtype);
+}
+Tensor ones(const Shape& shape, DType dtype) {
+  return full(shape, 1.0, dtype);
+}
+Tensor scalar_tensor(double value, DType dtype) {
+  return full({}, value, dtype);
+}
 // The *_like factories follow t's device too (device_kernels.h has the device-taking factories).
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
-Tensor ones_like(const Tensor& t) { return full(t.shape(), 1.0, t.dtype(), t.device()); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), t.dtype(), t.device());
+}
+Tensor ones_like(const Tensor& t) {
+  return full(t.shape(), 1.0, t.dtype(), t.device());
+}
+Tensor empty_like(const Tensor& t) {
+  return empty(t.shape(), t.dtype(), t.device());
+}
 
 Tensor arange(double start, double end, double step, DType dtype) {
   NG_CHECK(step != 0, "arange", "step must be non-zero");
@@ -41,12 +53,14 @@ Tensor arange(double start, double end, double step, DType dtype) {
   });
   return t;
 }
-Tensor arange(int64_t end, DType dtype) { return arange(0.0, double(end), 1.0, dtype); }
+Tensor arange(int64_t end, DType dtype) {
+  return arange(0.0, double(end), 1.0, dtype);
+}
 
 template <typename V>
 static Tensor from_values(const std::vector<V>& values, const Shape& shape, DType dtype) {
-  NG_CHECK(int64_t(values.size()) == numel(shape), "from_vector", "got ", values.size(),
-           " values for shape ", shape_str(shape), ", which holds ", numel(shape));
+  NG_CHECK(int64_t(values.size()) == numel(shape), "from_vector", "got ", values.size(), " values for shape ",
+           shape_str(shape), ", which holds ", numel(shape));
   Tensor t = empty(shape, dtype);
   NG_DISPATCH_ALL(dtype, "from_vector", [&]<typename scalar_t>() {
     scalar_t* p = t.data<scalar_t>();
@@ -59,9 +73,15 @@ static Tensor from_values(const std::vector<V>& values, const Shape& shape, DTyp
   });
   return t;
 }
-Tensor from_vector(const std::vector<double>& v, const Shape& s, DType d) { return from_values(v, s, d); }
-Tensor from_vector(const std::vector<float>& v, const Shape& s, DType d) { return from_values(v, s, d); }
-Tensor from_vector(const std::vector<int64_t>& v, const Shape& s, DType d) { return from_values(v, s, d); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s, DType d) {
+  return from_values(v, s, d);
+}
+Tensor from_vector(const std::vector<float>& v, const Shape& s, DType d) {
+  return from_values(v, s, d);
+}
+Tensor from_vector(const std::vector<int64_t>& v, const Shape& s, DType d) {
+  return from_values(v, s, d);
+}
 
 Tensor tensor(std::initializer_list<double> values, DType dtype) {
   return from_vector(std::vector<double>(values), {int64_t(values.size())}, dtype);

@@ -365,6 +365,20 @@ TEST(Checkpoint, RefusesStatesThatWouldNotResumeTheRun) {
       "tokenizer.vocab: " + std::to_string(shorter.size()) +
           " symbols, but the model's config has vocab_size " + std::to_string(vocab.size()));
 
+  // Metadata without the optimizer's kind or settings: refused, naming what is missing.
+  for (const auto& [key, expected] :
+       {std::pair<std::string, std::string>{"optimizer",
+                                            "the file has no optimizer kind (metadata 'optimizer')"},
+        {"optimizer_hyperparameters",
+         "the file has no optimizer settings (metadata 'optimizer_hyperparameters')"}}) {
+    auto meta = good.metadata;
+    meta.erase(key);
+    const std::string p = temp_path("no_" + key + ".safetensors");
+    io::save_safetensors(p, good.tensors, meta);
+    expect_refused(
+        p, [&](nn::TinyLM& m) { return adamw(m); }, expected);
+  }
+
   // An empty tokenizer is refused at save time, and the file is not written.
   nn::CharTokenizer empty_tok;
   nn::TrainState s = a.state();

@@ -164,6 +164,26 @@ TEST(Examples, ResumeOfAnotherRunIsAnError) {
         << expected;
   }
   check_checkpoint_flags(small_config(copy), copy, small_spec(4), ckpt.string(), "");  // the same run: fine
+  // Saved losses that are not one per step done, or not numbers.
+  {
+    io::SafetensorsData data = io::load_safetensors(ckpt.string());
+    for (const auto& [losses, expected] :
+         {std::pair<std::string, std::string>{"[1.0]",
+                                              "train.losses holds 1 losses, expected one per step done (2)"},
+          {"{\"a\": 1, \"b\": 2}", "train.losses is not a JSON array of numbers (a JSON object)"},
+          {"[\"x\", 2]", "train.losses is not a JSON array of numbers"}}) {
+      auto meta = data.metadata;
+      meta["train.losses"] = losses;
+      const fs::path bad = temp_file("bad_losses");
+      io::save_safetensors(bad.string(), data.tensors, meta);
+      EXPECT_NE(error_of([&] {
+                  check_checkpoint_flags(small_config(copy), copy, small_spec(4), bad.string(), "");
+                }).find(expected),
+                std::string::npos)
+          << expected;
+      fs::remove(bad);
+    }
+  }
 
   // Two corpora of the same size whose byte sets differ: the ids of one mean other characters in the other.
   const fs::path a = temp_file("corpus_a"), b = temp_file("corpus_b");

@@ -237,6 +237,11 @@ TEST(Sampling, ReproducibleForASeed) {
     }
     EXPECT_EQ(nn::generate(model, prompt, 12, 0.0), expected) << position;
   }
+  auto zero = tiny(9);
+  zero.max_seq_len = 0;  // allowed for RoPE (no table), but it leaves generate no context
+  nn::TinyLM no_context(zero);
+  expect_error([&] { nn::generate(no_context, prompt, 3); },
+               {"generate: expected a model config with max_seq_len > 0 (the context length), got 0"});
   expect_error([&] { nn::generate(m, {}, 3); },
                {"generate: the prompt is empty, expected at least one token"});
   expect_error([&] { nn::generate(m, {9}, 3); },

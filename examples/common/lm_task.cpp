@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "examples/common/progress.h"
 #include "examples/common/report.h"
@@ -154,7 +155,9 @@ std::vector<double> load_resume(const std::string& resume, nn::TrainState& state
   auto it = state.metadata.find(kLossesKey);
   if (it == state.metadata.end()) return losses;
   try {
-    for (const auto& v : nlohmann::json::parse(it->second)) losses.push_back(v.get<double>());
+    const nlohmann::json saved = nlohmann::json::parse(it->second);
+    if (!saved.is_array()) throw std::runtime_error("a JSON " + std::string(saved.type_name()));
+    for (const auto& v : saved) losses.push_back(v.get<double>());
   } catch (const std::exception& e) {
     fail("--resume", "the checkpoint ", resume, ": ", kLossesKey, " is not a JSON array of numbers (",
          e.what(), ")");

@@ -48,8 +48,7 @@ bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task
 
 struct TrainResult {
   std::vector<double> losses;      // one per step done (the step that diverged is the last, non-finite)
-  int64_t first_step = 1;  // step of losses[0]: 1 (after --resume too: the checkpoint keeps the losses
-                           // so far), or the checkpoint's step + 1 for a checkpoint without them
+  int64_t first_step = 1;          // step of losses[0]: 1, also after --resume (see train_lm)
   int64_t nan_step = -1;           // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
   std::string nan_what;            // "loss is NaN", "gradient norm is Inf", or the anomaly report
   int64_t resumed_at = -1;         // --resume: the checkpoint's step; -1 when the run started at step 1
