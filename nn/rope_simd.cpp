@@ -66,6 +66,35 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "nn/rope_simd.h"
+
+namespace ng {
+namespace {
+template <typename F>
+void RopeRowReference(const F* x, const F* c, const F* s, F sign, F* out, int64_t NH, int64_t HS) {
+  const int64_t half = HS / 2;
+  for (int64_t h = 0; h < NH; ++h) {
+    const F* x1 = x + h * HS;  // first half of the head
+    const F* x2 = x1 + half;   // second half
+    F* o1 = out + h * HS;
+    F* o2 = o1 + half;
+    for (int64_t i = 0; i < half; ++i) {
+      const F sn = sign * s[i];
+      o1[i] = x1[i] * c[i] - x2[i] * sn;
+      o2[i] = x2[i] * c[i] + x1[i] * sn;
+    }
+  }
+}
+}  // namespace
+void rope_rotate_row_reference(const float* x, const float* c, const float* s, float sign, float* out,
+                               int64_t NH, int64_t HS) {
+  RopeRowReference(x, c, s, sign, out, NH, HS);
+}
+void rope_rotate_row_reference(const double* x, const double* c, const double* s, double sign, double* out,
+                               int64_t NH, int64_t HS) {
+  RopeRowReference(x, c, s, sign, out, NH, HS);
+}
+}  // namespace ng
+
 namespace ng::simd {
 HWY_EXPORT(RopeRowF32);
 HWY_EXPORT(RopeRowF64);

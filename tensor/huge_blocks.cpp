@@ -1,6 +1,8 @@
 // Big tensor blocks on huge pages, kept for reuse: see huge_blocks.h.
 #include "tensor/huge_blocks.h"
 
+#include "tensor/sanitizer.h"  // NG_ASAN
+
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -10,15 +12,6 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
-#endif
-
-// AddressSanitizer: GCC defines __SANITIZE_ADDRESS__, clang has the feature test.
-#if defined(__SANITIZE_ADDRESS__)
-#define NG_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NG_ASAN 1
-#endif
 #endif
 
 namespace ng {

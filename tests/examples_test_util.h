@@ -14,20 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "tensor/sanitizer.h"  // NG_ASAN
+
 namespace extest {
 
 namespace fs = std::filesystem;
 
 // Under AddressSanitizer (the asan preset) a trainer step is 20 to 50 times slower. The end-to-end runs
 // there use fewer steps: the sanitizers need the code paths, not the length of the run.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NG_ASAN)
 inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
 #else
 inline constexpr bool kSanitized = false;
 #endif

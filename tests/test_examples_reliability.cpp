@@ -160,7 +160,9 @@ TEST(TrainerResume, Exp2AcrossProcessesIsBitwise) {
   const auto head = curve(first, panel, "Pre-LN + RMSNorm");
   ASSERT_EQ(head.size(), 2u);
   for (size_t k = 0; k < 4; ++k) {
-    if (k < 2) EXPECT_EQ(head[k], expected[k]) << "step " << k + 1;
+    if (k < 2) {
+      EXPECT_EQ(head[k], expected[k]) << "step " << k + 1;
+    }
     EXPECT_TRUE(is_printed_float(expected[k].second)) << expected[k].second;
   }
   EXPECT_TRUE(contains(slurp(dir / "second" / "norm_comparison.md"),
@@ -271,7 +273,9 @@ TEST(TrainerResume, Exp3AcrossProcessesIsBitwise) {
   const auto head = curve(first, panel, "Post-LN 8L");
   ASSERT_EQ(head.size(), half);
   for (size_t k = 0; k < total; ++k) {
-    if (k < half) EXPECT_EQ(head[k], expected[k]) << "step " << k + 1;
+    if (k < half) {
+      EXPECT_EQ(head[k], expected[k]) << "step " << k + 1;
+    }
     EXPECT_TRUE(is_printed_float(expected[k].second)) << expected[k].second;
   }
   EXPECT_EQ(

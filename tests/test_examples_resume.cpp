@@ -150,9 +150,11 @@ TEST(Examples, ResumeOfAnotherRunIsAnError) {
   TrainSpec lr = small_spec(4), seed = small_spec(4);
   lr.lr = 5e-3;
   seed.data_seed = 12;
-  for (const auto& [spec, expected] :
+  for (const auto& case_ :
        {std::pair{lr, std::string("trained resume-test at lr 0.001, this run asks for lr 0.005")},
         std::pair{seed, std::string("drew its batches with data seed 11, this run's is 12")}}) {
+    const TrainSpec& spec = case_.first;  // named, not a structured binding: clang 14 cannot capture those
+    const std::string& expected = case_.second;
     EXPECT_NE(error_of([&] {
                 check_checkpoint_flags(small_config(copy), copy, spec, ckpt.string(), "");
               }).find(expected),

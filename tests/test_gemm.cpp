@@ -15,6 +15,7 @@
 #include "normgrad.h"
 #include "simd_targets.h"
 #include "tensor/kernels/gemm.h"
+#include "tensor/sanitizer.h"  // NG_ASAN
 
 using namespace ng;
 
@@ -309,7 +310,7 @@ TEST(Gemm, BatchedEqualsOneGemmPerItemBitwise) {
 // live: a C one float too short makes the last row's store reach past the allocation, and ASan must stop
 // the program with the micro-kernel's report rather than let the write through. Only in sanitizer builds
 // (in a release build the same call would be a silent overflow, so it is not made there).
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NG_ASAN)
 TEST(Gemm, SanitizerBuildCatchesAnOverflowInTheMicroKernel) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const int64_t M = 7, N = 5, K = 3;

@@ -106,8 +106,9 @@ TEST(PlotAxis, LogAxisRejectsNonPositive) {
   expect_error([] { make_axis(Scale::Linear, 2.0, 1.0); }, "axis range is reversed");
   expect_error([] { make_axis(Scale::Linear, 0.0, NAN); }, "axis range must be finite");
   // Finite values whose padded axis is not: it was a NaN axis with no ticks, and an empty plot.
-  for (auto [lo, hi] : {std::pair{-1e308, 1e308}, std::pair{1.7e308, 1.7e308}})
-    expect_error([&] { make_axis(Scale::Linear, lo, hi); }, "its padded ends are not finite doubles");
+  for (const auto& ends : {std::pair{-1e308, 1e308}, std::pair{1.7e308, 1.7e308}})
+    expect_error([&] { make_axis(Scale::Linear, ends.first, ends.second); },
+                 "its padded ends are not finite doubles");
   expect_error([] { make_axis(Scale::Log, 1e-320, 1.0); }, "its padded ends are not finite doubles");
   const Axis wide = make_axis(Scale::Linear, -1e300, 1e300);  // large, but it fits
   EXPECT_TRUE(std::isfinite(wide.lo) && std::isfinite(wide.hi) && !wide.ticks.empty());

@@ -1184,7 +1184,10 @@ void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
   const auto inv_m = hn::Set(d, A(1) / A(W));
   const GroupLanes<D> lanes(d, W);
   constexpr size_t kBuf = kBuffered ? size_t(W) * hn::MaxLanes(D()) : 1;
-  HWY_ALIGN A cb[kBuf], dyb[kBuf];                          // the batch's c and dy (f16/bf16)
+  HWY_ALIGN A cb[kBuf], dyb[kBuf];  // the batch's c and dy (f16/bf16)
+  // Vector j's place in a buffer; unbuffered, the one-element array itself (pass1/pass2 do not touch it, and
+  // cb + j * L past its end would be undefined behaviour even unread: clang's UBSan reported it).
+  const auto at = [L](A* buf, int64_t j) { return kBuffered ? buf + j * L : buf; };
   for (int64_t r = r0, ch0 = r0 % G * W; r < r1; r += L) {  // r: the batch's first group, ch0: its channel
     const int64_t nb = std::min(L, r1 - r), nv = nb * W / L;
     const int64_t off0 = r * W;
@@ -1197,7 +1200,7 @@ void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
       sc[j] = sg[j] = sgc[j] = hn::Zero(d);
       if (j < nv) {
         v.template pass1<kBuffered>(off0 + j * L, ch, hn::TableLookupLanes(vs, lanes.spread[j]), sc[j], sg[j],
-                                    sgc[j], cb + j * L, dyb + j * L);
+                                    sgc[j], at(cb, j), at(dyb, j));
         ch = NextChannel(ch, L, v.C);
       }
     }
@@ -1208,8 +1211,8 @@ void BackwardSmallGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
       const auto& sp = lanes.spread[j];
       v.template pass2<kBuffered>(off0 + j * L, ch, hn::TableLookupLanes(vs, sp),
                                   hn::TableLookupLanes(vrs, sp), hn::TableLookupLanes(k.vdr, sp),
-                                  hn::TableLookupLanes(k.k2, sp), hn::TableLookupLanes(k.k3, sp), cb + j * L,
-                                  dyb + j * L);
+                                  hn::TableLookupLanes(k.k2, sp), hn::TableLookupLanes(k.k3, sp), at(cb, j),
+                                  at(dyb, j));
     }
     ch0 = ch;
   }
@@ -1349,20 +1352,21 @@ void BackwardLargeGroups(const BackwardVectors<T>& v, const AccT<T>* HWY_RESTRIC
   const SumsOfEach<3, D> sums_of(d, sum);
   constexpr size_t kBuf = kBuffered ? size_t(kMaxBufferedGroup) : 1;
   HWY_ALIGN A cb[kBuf], dyb[kBuf];
+  const auto at = [L](A* buf, int64_t j) { return kBuffered ? buf + j * L : buf; };  // as BackwardSmallGroups
   for (int64_t r = r0, ch0 = r0 % G * m; r < r1; ++r) {  // ch0: the group's first channel
     const int64_t off0 = r * m;
     const auto vs = hn::Set(d, mean[r]), vrs = hn::Set(d, rstd[r]);
     auto sc = hn::Zero(d), sg = hn::Zero(d), sgc = hn::Zero(d);
     int64_t ch = ch0;
     for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C)) {
-      v.template pass1<kBuffered>(off0 + j * L, ch, vs, sc, sg, sgc, cb + j * L, dyb + j * L);
+      v.template pass1<kBuffered>(off0 + j * L, ch, vs, sc, sg, sgc, at(cb, j), at(dyb, j));
     }
     hn::Vec<D> sums[3] = {sc, sg, sgc}, total[3];
     sums_of(sums, total);
     const BackwardConstants<D> k(vrs, total[0], total[1], total[2], inv_m);
     ch = ch0;
     for (int64_t j = 0; j < vpg; ++j, ch = NextChannel(ch, L, v.C)) {
-      v.template pass2<kBuffered>(off0 + j * L, ch, vs, vrs, k.vdr, k.k2, k.k3, cb + j * L, dyb + j * L);
+      v.template pass2<kBuffered>(off0 + j * L, ch, vs, vrs, k.vdr, k.k2, k.k3, at(cb, j), at(dyb, j));
     }
     ch0 = ch;
   }

@@ -72,7 +72,9 @@
 #include <utility>
 #include <vector>
 #include <atomic>
-#if defined(__SANITIZE_ADDRESS__)
+
+#include "tensor/sanitizer.h"  // NG_ASAN
+#if defined(NG_ASAN)
 #include <sanitizer/asan_interface.h>
 
 #include <cstdio>
@@ -300,7 +302,7 @@ void PackBPanelTransposed(const T* HWY_RESTRICT B, int64_t ldb, int64_t N, int64
 // that every byte it will read or write (its A-panel, its B-panel and its rows of C) is addressable:
 // the same out-of-bounds and use-after-free detection at panel granularity, for about nothing. The packing
 // routines that fill the panels stay fully instrumented.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NG_ASAN)
 #define NG_GEMM_KERNEL_ATTR __attribute__((no_sanitize("address", "undefined")))
 // Instrumented on purpose: a region that reaches poisoned memory is reported like any ASan error.
 inline void CheckRegion(const void* p, int64_t bytes, const char* what) {
@@ -340,7 +342,7 @@ NG_GEMM_KERNEL_ATTR HWY_NOINLINE void MicroKernel(int64_t kc, const T* HWY_RESTR
   // and reloaded one from the stack, every k).
   const int64_t a_row_step = kARowMajor ? (kFar ? kFarArs : ars) : 1;
   const int64_t a_k_step = kARowMajor ? 1 : kMR;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NG_ASAN)
   const int64_t E = int64_t(sizeof(T));
   CheckRegion(Ap, ((kMR - 1) * a_row_step + (kc - 1) * a_k_step + 1) * E, "A-panel");
   CheckRegion(Bp, kc * NR * E, "B-panel");
