@@ -20,8 +20,12 @@ namespace {
 thread_local bool g_anomaly = false;
 }  // namespace
 
-bool anomaly_enabled() { return g_anomaly; }
-void set_anomaly_enabled(bool on) { g_anomaly = on; }
+bool anomaly_enabled() {
+  return g_anomaly;
+}
+void set_anomaly_enabled(bool on) {
+  g_anomaly = on;
+}
 
 void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   NG_CHECK(root.requires_grad(), "backward",
@@ -36,6 +40,12 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   } else {
     NG_CHECK(seed.shape() == root.shape(), "backward", "gradient has shape ", shape_str(seed.shape()),
              ", expected ", shape_str(root.shape()), " (the output's shape)");
+    // Every backward formula reads its incoming gradient as its output's dtype: an f64 seed on an f32
+    // output was read as floats, past its end (wrong gradients, an out-of-bounds read; stop 42).
+    NG_CHECK(seed.dtype() == root.dtype(), "backward", "gradient has dtype ", dtype_name(seed.dtype()),
+             ", expected ", dtype_name(root.dtype()), " (the output's dtype; convert it with .to())");
+    NG_CHECK(seed.device() == root.device(), "backward", "gradient is on ", seed.device().str(),
+             ", expected ", root.device().str(), " (the output's device)");
   }
 
   NoGradGuard no_grad;  // the backward pass itself is not recorded
@@ -79,8 +89,12 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     if (g.defined()) {
       if (auto out = node->retained_output.lock()) {
         Tensor o(out);
-        if (!out->grad) o.set_grad(g.clone());
-        else { Tensor acc(out->grad); add_(acc, g); }
+        if (!out->grad)
+          o.set_grad(g.clone());
+        else {
+          Tensor acc(out->grad);
+          add_(acc, g);
+        }
       }
       input_grads = node->apply(g);
       if (!retain_graph) node->release();
@@ -91,8 +105,9 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
       if (!e.valid()) continue;
       if (i < input_grads.size() && input_grads[i].defined()) {
         const Tensor& gi = input_grads[i];
-        NG_CHECK(gi.shape() == node->input_shapes[i], node->name().c_str(), "backward returned a gradient of shape ",
-                 shape_str(gi.shape()), " for input ", i, ", expected ", shape_str(node->input_shapes[i]));
+        NG_CHECK(gi.shape() == node->input_shapes[i], node->name().c_str(),
+                 "backward returned a gradient of shape ", shape_str(gi.shape()), " for input ", i,
+                 ", expected ", shape_str(node->input_shapes[i]));
         if (g_anomaly && !all_finite(gi))
           fail("anomaly", "the backward of ", node->name(), " produced NaN or Inf in the gradient of input ",
                i, " (shape ", shape_str(node->input_shapes[i]), "); its inputs have shapes ",

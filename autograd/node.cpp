@@ -12,11 +12,20 @@ namespace ng {
 // whose edge destroys node 99,999, ... one C++ stack frame per node: a stack overflow. Instead, a dying
 // Node hands what it owns (its edges, its backward lambda with the saved tensors) to a per-thread list,
 // and the outermost destructor empties that list in a loop.
+//
+// The list is a thread_local, and a thread's thread_locals die before its last tensors can: the main
+// thread's before static objects (std::exit), another thread's in the reverse order of their making. A
+// graph that outlives the list (held by a static or a later-made thread_local Tensor) then pushed onto
+// destroyed vectors: a write into freed memory at exit (stop 42). So the list's destructor raises a flag
+// of its own, trivially destructible and readable to the end, and from then on a node dies the plain
+// recursive way.
 namespace {
+thread_local bool t_reaper_gone = false;
 struct Reaper {
   std::vector<std::shared_ptr<Node>> nodes;
   std::vector<BackwardFn> fns;
   bool draining = false;
+  ~Reaper() { t_reaper_gone = true; }
 };
 thread_local Reaper t_reaper;
 
@@ -39,13 +48,14 @@ void drain() {
 }  // namespace
 
 Node::~Node() {
+  if (t_reaper_gone) return;  // the thread is ending: next_edges die with this node, recursively
   for (Edge& e : next_edges)
     if (e.fn) t_reaper.nodes.push_back(std::move(e.fn));
   drain();
 }
 
 FunctionNode::~FunctionNode() {
-  if (fn_) t_reaper.fns.push_back(std::move(fn_));
+  if (fn_ && !t_reaper_gone) t_reaper.fns.push_back(std::move(fn_));
   // ~Node runs next and drains.
 }
 
@@ -117,6 +127,10 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
 }
 
 void FunctionNode::release() {
+  if (t_reaper_gone) {
+    fn_ = nullptr;
+    return;
+  }
   if (fn_) t_reaper.fns.push_back(std::move(fn_));
   fn_ = nullptr;
   drain();

@@ -5,12 +5,14 @@
 //
 // Bandwidth counts compulsory traffic only: forward reads x and writes y (2 x bytes(x)); backward reads x and
 // dy and writes dx (3 x bytes(x)); the copy reads and writes (2 x bytes(x)). The small per-row and
-// per-channel tensors (weight, mean, rstd, partial sums) are not counted. Each result is validated against
-// the CPU reference once before timing. Target (issue 7): each norm at >= 80% of the copy's GB/s.
+// per-channel tensors (weight, mean, rstd, partial sums) are not counted. LayerNorm's forward is checked
+// against the CPU reference once per shape before timing (a smoke check that the device computes at all);
+// every norm's forward and backward are checked against the CPU by the CudaNorms tests in ctest.
+// Target (issue 7): each norm at >= 80% of the copy's GB/s.
 #include <cuda_runtime_api.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <string>
 
@@ -53,9 +55,12 @@ void print(const char* op, int64_t rows, int64_t C, DType dt, const char* pass, 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --reps through CLI11: atoi gave 0 for "abc" and the timings divided by it (nan and inf in the JSON),
+  // and unknown flags were ignored.
+  CLI::App app{"cuda_bench: GB/s of each norm on the GPU beside a device-to-device copy, JSON lines"};
   int reps = 50;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
+  app.add_option("--reps", reps, "timed repetitions per entry (default 50)")->check(CLI::Range(1, 1000000));
+  CLI11_PARSE(app, argc, argv);
   if (!ng::cuda::is_available()) {
     std::printf("{\"skipped\": \"no CUDA device available\"}\n");
     return 0;

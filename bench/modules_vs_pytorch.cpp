@@ -51,6 +51,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -749,7 +750,7 @@ int main(int argc, char** argv) {
     }
     if (only.empty() || only == "safetensors") index["safetensors"] = run_safetensors(root / "safetensors");
     write_text(root / "index.json", index.dump(2));
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // ng::Error, and std::filesystem's (--out names a file)
     std::fprintf(stderr, "modules_vs_pytorch: %s\n", e.what());
     return 1;
   }

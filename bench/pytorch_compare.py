@@ -43,7 +43,8 @@ import warnings
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--bench", default="build/release/bench/normgrad_bench", help="normgrad's benchmark binary")
+    p.add_argument("--bench", default=os.path.join(ROOT, "build", "release", "bench", "normgrad_bench"),
+                   help="normgrad's benchmark binary (default: this checkout's release build)")
     p.add_argument("--min-time", type=float, default=0.3, help="seconds of repetitions per entry")
     p.add_argument("--json", action="store_true", help="JSON lines on stdout, the table on stderr")
     p.add_argument("--quick", action="store_true", help="one shape per kind")
@@ -55,7 +56,11 @@ def parse_args():
     return p.parse_args()
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARGS = parse_args()
+if not os.path.isfile(ARGS.bench):
+    sys.exit(f"pytorch_compare: no benchmark binary at {ARGS.bench}: build it first "
+             "(cmake --preset release -G Ninja && cmake --build --preset release), or pass --bench PATH")
 os.environ.setdefault("OMP_NUM_THREADS", str(ARGS.threads))
 
 import torch  # noqa: E402  (after OMP_NUM_THREADS is set)

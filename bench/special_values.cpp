@@ -88,7 +88,13 @@ void row_cases(const std::string& op, const Unary& fn, DType dt, double s) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    std::fprintf(stderr,
+                 "%s: takes no arguments; it prints every case, for bench/special_values_vs_pytorch.py\n",
+                 argv[0]);
+    return 2;
+  }
   const std::vector<double> special = {NAN,   INFINITY, -INFINITY, 0.0,    -0.0,    1e-45, -1e-45,
                                        1e-40, 1e-30,    -1e-30,    1.0,    -1.0,    0.5,   -2.5,
                                        20,    -20,      88.5,      -88.5,  100,     -100,  710,

@@ -30,6 +30,7 @@
 //   trained.safetensors   the state_dict after the 3 AdamW steps
 // and DIR/index.json: {"configs": [names in order]}.
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -240,7 +241,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     write_text(std::filesystem::path(out) / "index.json", index.dump(2));
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // ng::Error, and std::filesystem's (--out names a file)
     std::fprintf(stderr, "tinylm_vs_pytorch: %s\n", e.what());
     return 1;
   }

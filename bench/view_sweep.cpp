@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -229,17 +230,35 @@ json run_case(const json& c) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    std::fprintf(stderr, "%s: takes no arguments; it reads one JSON case per line on stdin (see %s)\n",
+                 argv[0], "bench/view_sweep_vs_pytorch.py");
+    return 2;
+  }
   std::string line;
+  int64_t line_no = 0;
   while (std::getline(std::cin, line)) {
+    ++line_no;
     if (line.empty()) continue;
-    json c = json::parse(line);
+    json c;
+    try {
+      c = json::parse(line);
+      if (!c.is_object() || !c.contains("id"))
+        throw std::runtime_error("expected a JSON object with an \"id\"");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "view_sweep: line %lld is not a case: %s\n", (long long)line_no, e.what());
+      return 1;
+    }
     json out;
     try {
       out = run_case(c);
-    } catch (const Error& e) {
+    } catch (const Error& e) {  // the op refused the case: an answer
       out = json::object();
       out["error"] = e.what();
+    } catch (const std::exception& e) {  // a malformed case (a missing argument): the case is named
+      std::fprintf(stderr, "view_sweep: case %s is malformed: %s\n", c.at("id").dump().c_str(), e.what());
+      return 1;
     }
     out["id"] = c.at("id");
     std::cout << out.dump() << "\n";

@@ -36,9 +36,11 @@ def main():
         if not os.access(b, os.X_OK):
             sys.exit(f"bench_ab: {b} is not an executable file")
 
-    times = collections.defaultdict(lambda: collections.defaultdict(list))  # entry -> binary -> [ms]
+    # entry -> the binary's place on the command line -> [ms]. By place, not path: the same binary twice is
+    # an A/A run (how large a difference the machine alone makes), and must stay two columns.
+    times = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in range(args.rounds):
-        for b in args.binaries:
+        for i, b in enumerate(args.binaries):
             cmd = [b, "--json", "--filter", args.filter, "--threads", str(args.threads),
                    "--min-time", str(args.min_time)] + shlex.split(args.bench_args)
             res = subprocess.run(cmd, capture_output=True, text=True)
@@ -51,18 +53,20 @@ def main():
                     continue
                 if name.startswith(("copy/", "peak_fma/", "bench/", "round_trip/")):  # the baselines
                     continue
-                times[name][b].append(row["seconds"] * 1e3)
+                times[name][i].append(row["seconds"] * 1e3)
         print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
 
     if not times:
         sys.exit(f"bench_ab: no entry matched --filter {args.filter!r} at {args.threads} threads")
-    labels = {b: os.path.basename(b) for b in args.binaries}
+    # Columns by file name where those differ, else by place and path (old/normgrad_bench, new/normgrad_bench).
+    names = [os.path.basename(b) for b in args.binaries]
+    labels = names if len(set(names)) == len(names) else [f"[{i + 1}] {b}" for i, b in enumerate(args.binaries)]
     width = max(len(n) for n in times)
     for name, per_bin in times.items():
         cells = []
-        for b in args.binaries:
-            v = sorted(per_bin.get(b, []))
-            cells.append(f"{labels[b]}: best {v[0]:.3f} median {v[len(v) // 2]:.3f} ms" if v else f"{labels[b]}: -")
+        for i in range(len(args.binaries)):
+            v = sorted(per_bin.get(i, []))
+            cells.append(f"{labels[i]}: best {v[0]:.3f} median {v[len(v) // 2]:.3f} ms" if v else f"{labels[i]}: -")
         print(f"{name:{width}s}  " + "   ".join(cells))
 
 

@@ -15,4 +15,6 @@ fi
 ./build/release/examples/exp2_norm_comparison --quick --out "$out"
 echo
 echo "Plots, CSV data and summaries are in $out/:"
-ls -1 "$out"/*.png "$out"/*.md 2>/dev/null | sed 's/^/  /'
+for f in "$out"/*.png "$out"/*.csv "$out"/*.md; do
+  if [ -e "$f" ]; then echo "  $f"; fi
+done

@@ -12,7 +12,15 @@ if [ -f "$out" ] && echo "$want  $out" | sha256sum -c --quiet 2>/dev/null; then
   exit 0
 fi
 tmp="$out.part"
-if command -v curl >/dev/null; then curl -fsSL "$url" -o "$tmp"; else wget -q "$url" -O "$tmp"; fi
+if command -v curl >/dev/null; then
+  curl -fsSL "$url" -o "$tmp"
+elif command -v wget >/dev/null; then
+  wget -q "$url" -O "$tmp"
+else
+  echo "get_data: neither curl nor wget is installed (Debian: apt-get install curl); or copy the corpus" >&2
+  echo "get_data: to $out yourself (sha256 $want)" >&2
+  exit 1
+fi
 echo "$want  $tmp" | sha256sum -c --quiet || { echo "checksum mismatch for $url" >&2; rm -f "$tmp"; exit 1; }
 mv "$tmp" "$out"
 echo "wrote $out"

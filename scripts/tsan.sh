@@ -2,7 +2,7 @@
 # The test suite under ThreadSanitizer: the `tsan` preset (clang, -O1 -g1 -fsanitize=thread, no CUDA, no
 # bench), run with LLVM's OpenMP runtime and its Archer tool.
 #
-#   bash scripts/tsan.sh                                   # every test (~4 min build + ~3 min tests, 2 cores)
+#   bash scripts/tsan.sh                                   # every test (~11 min on 2 cores)
 #   TSAN_TESTS="test_user_threads test_gemm" bash scripts/tsan.sh   # only these test executables
 #
 # Why clang and libomp: GCC's libgomp synchronises its threads with futexes that ThreadSanitizer cannot see,

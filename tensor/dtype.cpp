@@ -1,15 +1,28 @@
 // f16 <-> f32 conversion, exact round-to-nearest-even. See dtype.h.
 #include "tensor/dtype.h"
 
+#include "tensor/error.h"
+
 namespace ng {
+
+// See dtype.h. Values in [-2^63, 2^63) truncate into i64; NaN fails both comparisons.
+void check_has_i64(double v, DType from, const char* op) {
+  NG_CHECK(v >= -0x1p63 && v < 0x1p63, op, "cannot convert ", v, " (", dtype_name(from),
+           ") to i64: expected a finite value in [-2^63, 2^63)");
+}
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i64: return "i64";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i64:
+      return "i64";
   }
   return "?";
 }
@@ -57,8 +70,8 @@ f16 f32_to_f16(float f) {
   }
   if (exp < -25) return f16{sign};  // below half the smallest subnormal: rounds to 0
   // Subnormal f16: value = m * 2^-24 with m = round(1.man * 2^(exp + 24)).
-  man |= 0x800000u;              // implicit leading 1
-  int shift = -exp - 1;          // 14 + (-14 - exp) - ... : bits to drop from the 24-bit significand
+  man |= 0x800000u;      // implicit leading 1
+  int shift = -exp - 1;  // 14 + (-14 - exp) - ... : bits to drop from the 24-bit significand
   uint32_t m = man >> shift;
   uint32_t rest = man & ((1u << shift) - 1u);
   uint32_t halfway = 1u << (shift - 1);

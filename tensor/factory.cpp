@@ -45,7 +45,12 @@ Tensor arange(double start, double end, double step, DType dtype) {
   NG_CHECK(step != 0, "arange", "step must be non-zero");
   NG_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
            "start, end and step must be finite");
-  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
+  // The count as a double first: converting one past 2^63 (arange(0, 1e30)) to int64_t is undefined, and
+  // x86 gave INT64_MIN, clamped to an empty tensor without a word.
+  const double count = std::ceil((end - start) / step);
+  NG_CHECK(std::isfinite(count) && count < 0x1p62, "arange", "[", start, ", ", end, ") with step ", step,
+           " has ", count, " values, more than a tensor can hold");
+  const int64_t n = std::max<int64_t>(0, int64_t(count));
   Tensor t = empty({n}, dtype);
   NG_DISPATCH_ALL(dtype, "arange", [&]<typename scalar_t>() {
     scalar_t* p = t.data<scalar_t>();
@@ -65,10 +70,13 @@ static Tensor from_values(const std::vector<V>& values, const Shape& shape, DTyp
   NG_DISPATCH_ALL(dtype, "from_vector", [&]<typename scalar_t>() {
     scalar_t* p = t.data<scalar_t>();
     for (size_t i = 0; i < values.size(); ++i) {
-      if constexpr (std::is_same_v<scalar_t, int64_t> && std::is_same_v<V, int64_t>)
+      if constexpr (std::is_same_v<scalar_t, int64_t> && std::is_same_v<V, int64_t>) {
         p[i] = values[i];
-      else
+      } else {
+        if constexpr (std::is_same_v<scalar_t, int64_t>)
+          check_has_i64(double(values[i]), std::is_same_v<V, float> ? DType::f32 : DType::f64, "from_vector");
         p[i] = from_double<scalar_t>(double(values[i]));
+      }
     }
   });
   return t;

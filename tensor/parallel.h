@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <limits>
+#include <mutex>
 
 namespace ng {
 
@@ -18,8 +21,34 @@ constexpr int kMaxThreads = 1024;
 int num_threads();
 void set_num_threads(int n);  // n <= 0: the OpenMP default; n > kMaxThreads: ng::Error
 
+// An exception must not leave an OpenMP region: the runtime calls std::terminate, and the process dies
+// (a NaN met while converting 100000 floats to i64 aborted the process on 2 threads and was an ng::Error
+// on 1, stop 42). So each chunk's exception is caught inside the region, and after it the one of the
+// lowest chunk is rethrown: every chunk still runs, so that is the error a serial loop stops at, whatever
+// the thread count.
+class FirstChunkError {
+ public:
+  template <typename Fn>
+  void run(int64_t chunk, Fn&& fn) noexcept {
+    try {
+      fn();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (chunk < chunk_) chunk_ = chunk, error_ = std::current_exception();
+    }
+  }
+  void rethrow() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::mutex mutex_;
+  int64_t chunk_ = std::numeric_limits<int64_t>::max();
+  std::exception_ptr error_;
+};
+
 // Run fn(begin, end) over [0, n) cut into chunks of at least `grain` items, in parallel.
-// Chunk boundaries depend only on n and grain, never on the thread count.
+// Chunk boundaries depend only on n and grain, never on the thread count. fn may throw (see above).
 template <typename Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   if (n <= 0) return;
@@ -29,10 +58,13 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     for (int64_t c = 0; c < chunks; ++c) fn(c * grain, c + 1 == chunks ? n : (c + 1) * grain);
     return;
   }
+  FirstChunkError error;
 #if defined(NORMGRAD_OPENMP)
 #pragma omp parallel for schedule(static) num_threads(num_threads())
 #endif
-  for (int64_t c = 0; c < chunks; ++c) fn(c * grain, c + 1 == chunks ? n : (c + 1) * grain);
+  for (int64_t c = 0; c < chunks; ++c)
+    error.run(c, [&] { fn(c * grain, c + 1 == chunks ? n : (c + 1) * grain); });
+  error.rethrow();
 }
 
 // Like parallel_for, but each thread gets its chunks as ONE call fn(begin, end): a run of consecutive whole
@@ -49,11 +81,13 @@ void parallel_for_runs(int64_t n, int64_t grain, Fn&& fn) {
   const int64_t chunks = (n + grain - 1) / grain;
   const int64_t runs = std::min<int64_t>(chunks, num_threads());
   if (runs <= 1) return fn(int64_t(0), n);
+  FirstChunkError error;  // a run's exception, rethrown after the region (the lowest run's)
 #if defined(NORMGRAD_OPENMP)
 #pragma omp parallel for schedule(static) num_threads(int(runs))
 #endif
   for (int64_t t = 0; t < runs; ++t)
-    fn(chunks * t / runs * grain, std::min(n, chunks * (t + 1) / runs * grain));
+    error.run(t, [&] { fn(chunks * t / runs * grain, std::min(n, chunks * (t + 1) / runs * grain)); });
+  error.rethrow();
 }
 
 }  // namespace ng

@@ -51,13 +51,6 @@ constexpr bool kSimdConvert = (std::is_same_v<S, float> &&
                               (std::is_same_v<D, float> &&
                                (std::is_same_v<S, f16> || std::is_same_v<S, bf16>));
 
-// A float value on its way to i64 (truncated toward zero) must have one: NaN, inf and values outside
-// [-2^63, 2^63) do not, and the C++ conversion is undefined for them (x86 gives -2^63 for all).
-static void check_has_i64(double v, DType from, const char* op) {
-  NG_CHECK(v >= -0x1p63 && v < 0x1p63, op, "cannot convert ", v, " (", dtype_name(from),
-           ") to i64: expected a finite value in [-2^63, 2^63)");
-}
-
 static void copy_convert(const Tensor& dst, const Tensor& src) {
   NG_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy", "expected CPU tensors, got ",
            dst.device().str(), " and ", src.device().str());
@@ -283,9 +276,15 @@ Tensor& Tensor::requires_grad_(bool on) {
 }
 
 void Tensor::set_grad(const Tensor& g) {
-  if (g.defined())
+  if (g.defined()) {
     NG_CHECK(g.shape() == shape(), "set_grad", "gradient has shape ", shape_str(g.shape()), ", expected ",
              shape_str(shape()));
+    // The next backward adds into it in place: another dtype or device failed only there, as add_'s error.
+    NG_CHECK(g.dtype() == dtype(), "set_grad", "gradient has dtype ", dtype_name(g.dtype()), ", expected ",
+             dtype_name(dtype()), " (the tensor's)");
+    NG_CHECK(g.device() == device(), "set_grad", "gradient is on ", g.device().str(), ", expected ",
+             device().str(), " (the tensor's device)");
+  }
   impl().grad = g.impl_ptr();
 }
 

@@ -74,6 +74,21 @@ TEST(Autograd, NonScalarBackwardWithoutGradIsAnError) {
   EXPECT_EQ(x.grad().to_vector<double>(), std::vector<double>(6, 2.0));
 }
 
+TEST(Autograd, SeedAndSetGradMustMatchTheDtypeAndDevice) {
+  // An f64 seed on an f32 output was read as floats by the backward formulas: pow's gave x.grad
+  // [0, 7.5, 0] for [2, 4, 6], reading past the seed's end (stop 42).
+  Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  expect_error([&] { pow(x, 2.0).backward(ones({3}, DType::f64)); },
+               {"backward: gradient has dtype f64, expected f32 (the output's dtype"});
+  EXPECT_FALSE(x.grad().defined());
+  pow(x, 2.0).backward(ones({3}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 4, 6}));
+  // set_grad: the next backward adds into it, so another dtype failed only there, as add_'s error.
+  expect_error([&] { x.set_grad(zeros({3}, DType::f64)); },
+               {"set_grad: gradient has dtype f64, expected f32 (the tensor's)"});
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 4, 6}));  // unchanged
+}
+
 TEST(Autograd, SecondBackwardOnFreedGraphIsAnError) {
   Tensor x = tensor({1.0, 2.0}, DType::f64).requires_grad_();
   Tensor y = sum(mul(x, x));
@@ -147,6 +162,35 @@ TEST(Autograd, DeepChainDoesNotOverflowTheStack) {
   for (int i = 0; i < 100000; ++i) z = mul(z, 1.0);
   z = Tensor();
   SUCCEED();
+}
+
+// A graph that outlives the thread's list of dying nodes (autograd/node.cpp): held by a static Tensor at
+// std::exit, or by a thread_local Tensor made before the list. Each pushed onto the destroyed list, a write
+// into freed memory that AddressSanitizer reports (the asan build: the child exits non-zero; a release
+// build cannot see it). Each child must exit with 0.
+namespace {
+void keep_graph_past_the_thread(bool on_exit) {
+  Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  if (on_exit) {
+    static Tensor kept;
+    { Tensor dropped = exp(x); }  // the first node to die makes the main thread's list
+    kept = exp(mul(x, 2.0));
+    std::exit(0);  // thread_locals die first, then statics: kept's graph after the list
+  }
+  std::thread([&] {
+    thread_local Tensor kept;  // made before the list, so it dies after it
+    kept = Tensor();
+    { Tensor dropped = exp(x); }
+    kept = exp(mul(x, 2.0));
+  }).join();
+  std::exit(0);
+}
+}  // namespace
+
+TEST(AutogradDeathTest, GraphsHeldPastTheirThreadsEndDieCleanly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(keep_graph_past_the_thread(true), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(keep_graph_past_the_thread(false), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(Autograd, RetainGradOnNonLeaf) {

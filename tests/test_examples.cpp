@@ -184,7 +184,7 @@ TEST(ExamplesReport, WritesNothingUntilWriteAllThenAllFourFiles) {
   fs::remove(dir / "r.md");
   fs::create_directory(dir / "r.md");
   std::vector<std::string> kept;
-  for (const std::string& e : {"png", "csv", "cmd.txt"}) kept.push_back(slurp(dir / ("r." + e)));
+  for (const std::string e : {"png", "csv", "cmd.txt"}) kept.push_back(slurp(dir / ("r." + e)));
   fig.panels[0] = ng::plot::LineChart{.title = "loss", .series = {{.label = "c", .y = {9.0, 8.0}}}};
   Report fourth(o, "r", 3, argv1);
   fourth.add_figure(fig);
@@ -195,7 +195,7 @@ TEST(ExamplesReport, WritesNothingUntilWriteAllThenAllFourFiles) {
     EXPECT_NE(std::string(e.what()).find("r.md': it is a folder"), std::string::npos) << e.what();
   }
   size_t i = 0;
-  for (const std::string& e : {"png", "csv", "cmd.txt"}) EXPECT_EQ(slurp(dir / ("r." + e)), kept[i++]) << e;
+  for (const std::string e : {"png", "csv", "cmd.txt"}) EXPECT_EQ(slurp(dir / ("r." + e)), kept[i++]) << e;
   files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) ++files, (void)entry;
   EXPECT_EQ(files, 4u);

@@ -14,6 +14,19 @@ TEST(Elementwise, ForwardHandComputed) {
   EXPECT_EQ(div(a, b).to_vector<double>(), (std::vector<double>{0.5, -4, -1}));
   EXPECT_EQ(maximum(a, b).to_vector<double>(), (std::vector<double>{2, 0.5, 4}));
   EXPECT_EQ(minimum(a, b).to_vector<double>(), (std::vector<double>{1, -2, -4}));
+  {
+    // A NaN is passed on, and its input gets the gradient (both, where both are NaN), as in PyTorch. The
+    // gradient went to the other input (b's weight was 1 - a's).
+    for (bool is_max : {true, false}) {
+      Tensor x = tensor({NAN, 1.0, NAN, 2.0}, DType::f64).requires_grad_();
+      Tensor z = tensor({1.0, NAN, NAN, 2.0}, DType::f64).requires_grad_();
+      Tensor y = is_max ? maximum(x, z) : minimum(x, z);
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(y.to_vector<double>()[size_t(i)]));
+      sum(y).backward();
+      EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 0, 1, 0.5})) << is_max;
+      EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{0, 1, 1, 0.5})) << is_max;
+    }
+  }
   EXPECT_EQ(rsub(1.0, a).to_vector<double>(), (std::vector<double>{0, 3, -3}));
   EXPECT_EQ(rdiv(8.0, a).to_vector<double>(), (std::vector<double>{8, -4, 2}));
   EXPECT_EQ((2.0 * a - 1.0).to_vector<double>(), (std::vector<double>{1, -5, 7}));

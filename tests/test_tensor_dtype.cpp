@@ -1,6 +1,7 @@
 // Dtype conversions: f16/bf16 round-to-nearest-even, inf, nan, subnormals, overflow; to(dtype) between every
 // pair; i64 conversions; kernels on half types computing in f32.
 #include <bit>
+#include <random>
 
 #include "ops_test_util.h"
 
@@ -82,6 +83,53 @@ TEST(Dtype, Bf16RoundsToNearestEven) {
   EXPECT_EQ(bf16_to_f32(bf16{0x4049}), 3.140625f);
 }
 
+// f64 -> f16 / bf16 rounds once (tensor/dtype.h, f64_to_f32_odd). Going through f32 to nearest rounded
+// twice: a value just above a tie of the half grid, within f32's precision of it, became the tie in f32 and
+// then went to even, down instead of up. Here: values a little above and below every kind of tie, and the
+// ties themselves, against the neighbour the one-step rounding picks.
+template <typename H>
+void expect_f64_rounds_once(DType dt) {
+  SCOPED_TRACE(dtype_name(dt));
+  std::mt19937_64 rng(7);
+  auto value_of = [](uint16_t bits) { return to_double(H{bits}); };
+  int checked = 0;
+  for (int i = 0; i < 20000; ++i) {
+    // a finite, positive or negative half h and the next one away from zero, h2
+    uint16_t bits = uint16_t(rng() & 0x7fff);
+    if (!std::isfinite(value_of(bits)) || !std::isfinite(value_of(uint16_t(bits + 1)))) continue;
+    const uint16_t sign = (rng() & 1) ? 0x8000 : 0;
+    const double h = value_of(uint16_t(bits | sign)), h2 = value_of(uint16_t((bits + 1) | sign));
+    const double tie = (h + h2) / 2;                          // exact in double
+    const double nudge = std::ldexp(std::fabs(h2 - h), -30);  // far below f32's last bit at the tie
+    const uint16_t even = (bits & 1) ? uint16_t((bits + 1) | sign) : uint16_t(bits | sign);
+    const std::pair<double, uint16_t> cases[] = {
+        {tie + (h2 > h ? nudge : -nudge), uint16_t((bits + 1) | sign)},
+        {tie - (h2 > h ? nudge : -nudge), uint16_t(bits | sign)},
+        {tie, even}};
+    for (const auto& [v, want] : cases) {
+      const Tensor t = full({1}, v, DType::f64).to(dt);
+      ASSERT_EQ(t.data<H>()[0].bits, want) << std::hexfloat << v << " from half bits " << bits;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50000);
+}
+
+TEST(Dtype, F64ToHalfRoundsOnceNotTwiceThroughF32) {
+  // The examples: 1 + 2^-11 + 2^-40 is above f16's tie between 1 and 1 + 2^-10 (it was 1); bf16 the same at 1
+  // + 2^-8.
+  EXPECT_EQ(tensor({1 + 0x1p-11 + 0x1p-40}, DType::f64).to(DType::f16).item(), 1 + 0x1p-10);
+  EXPECT_EQ(tensor({1 + 0x1p-8 + 0x1p-40}, DType::f64).to(DType::bf16).item(), 1 + 0x1p-7);
+  EXPECT_EQ(full({1}, 1 + 0x1p-11 + 0x1p-40, DType::f16).item(), 1 + 0x1p-10);  // fill values too
+  expect_f64_rounds_once<f16>(DType::f16);
+  expect_f64_rounds_once<bf16>(DType::bf16);
+  // Past the largest f32: inf, as one rounding gives; NaN stays NaN; tiny values keep their sign.
+  EXPECT_EQ(tensor({1e39, -1e39}, DType::f64).to(DType::bf16).to_vector<double>(),
+            (std::vector<double>{INFINITY, -INFINITY}));
+  EXPECT_TRUE(std::isnan(tensor({NAN}, DType::f64).to(DType::f16).item()));
+  EXPECT_TRUE(std::signbit(tensor({-1e-300}, DType::f64).to(DType::f16).item()));
+}
+
 TEST(Dtype, ToConvertsBetweenEveryPair) {
   Tensor base = tensor({0.0, -1.5, 2.25, 1000.0}, DType::f64);
   for (DType a : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64}) {
@@ -131,6 +179,66 @@ TEST(Dtype, FloatToI64RefusesWhatHasNoI64) {
   // And so does a fill value (full, fill_).
   expect_error([] { full({2}, NAN, DType::i64); }, {"fill_: cannot convert nan (f64) to i64"});
   EXPECT_EQ(full({2}, -3.5, DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{-3, -3}));
+}
+
+TEST(Dtype, FloatToI64RefusesInAParallelCopyToo) {
+  // A tensor big enough that the conversion runs on several threads: the check throws inside the parallel
+  // loop. That aborted the process (an exception leaving an OpenMP region is std::terminate) until
+  // parallel_for carried it out (tensor/parallel.h); with two bad values the error names the first.
+  for (int threads : {1, 2, 4}) {
+    ThreadsGuard guard(threads);
+    Tensor x = zeros({300000});
+    x.data<float>()[299999] = NAN;
+    x.data<float>()[150001] = -INFINITY;
+    expect_error([&] { x.to(DType::i64); }, {"to: cannot convert -inf (f32) to i64"});
+  }
+}
+
+TEST(Dtype, EveryFloatToI64PathRefusesWhatHasNoI64) {
+  // from_vector, masked_fill and mul_ converted without the check (NaN and 1e30 became INT64_MIN).
+  expect_error(
+      [] {
+        from_vector(std::vector<double>{1.0, NAN}, {2}, DType::i64);
+      },
+      {"from_vector: cannot convert nan (f64) to i64"});
+  expect_error([] { from_vector(std::vector<float>{1e30f}, {1}, DType::i64); },
+               {"from_vector: cannot convert 1e+30 (f32) to i64"});
+  EXPECT_EQ(from_vector(std::vector<double>{-2.5, 7.9}, {2}, DType::i64).to_vector<int64_t>(),
+            (std::vector<int64_t>{-2, 7}));
+  const Tensor ids = arange(4), mask = tensor({0.0, 1.0, 0.0, 1.0});
+  expect_error([&] { masked_fill(ids, mask, NAN); }, {"masked_fill: cannot convert nan (f64) to i64"});
+  EXPECT_EQ(masked_fill(ids, mask, -1.0).to_vector<int64_t>(), (std::vector<int64_t>{0, -1, 2, -1}));
+  // mul_ on integers went through double: 2^53 + 1 lost its last bit. Refused, as add_ is.
+  Tensor big = from_vector(std::vector<int64_t>{(int64_t(1) << 53) + 1}, {1});
+  expect_error([&] { mul_(big, 1.0); }, {"mul_: expected a floating tensor, got i64"});
+  EXPECT_EQ(big.to_vector<int64_t>()[0], (int64_t(1) << 53) + 1);
+}
+
+TEST(Parallel, AnExceptionInAChunkReachesTheCallerAsTheSerialLoopsWould) {
+  for (int threads : {1, 2, 3}) {
+    ThreadsGuard guard(threads);
+    std::vector<int> ran(10, 0);
+    try {
+      parallel_for(10, 1, [&](int64_t b, int64_t) {  // ten chunks of one item; chunks 3 and 7 throw
+        ran[size_t(b)] = 1;
+        if (b == 3 || b == 7) fail("chunk", b);
+      });
+      ADD_FAILURE() << "no exception on " << threads << " threads";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find("chunk: 3"), 0u) << e.what();
+    }
+    if (threads > 1) {
+      EXPECT_EQ(std::count(ran.begin(), ran.end(), 1), 10);  // every chunk ran
+    }
+    try {
+      parallel_for_runs(10, 1, [&](int64_t b, int64_t e) {
+        if (b <= 8 && 8 < e) fail("run", "the one with item 8");
+      });
+      ADD_FAILURE() << "no exception from parallel_for_runs on " << threads << " threads";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find("run"), 0u) << e.what();
+    }
+  }
 }
 
 TEST(Dtype, SpecialValuesThroughTensors) {

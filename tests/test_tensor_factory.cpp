@@ -1,4 +1,6 @@
 // Factories, random generators (statistics and reproducibility at 1 and 2 threads), and their errors.
+#include <algorithm>
+
 #include "ops_test_util.h"
 #include "tensor/sanitizer.h"  // NG_ASAN
 
@@ -39,6 +41,30 @@ TEST(Factory, Values) {
   EXPECT_TRUE(zeros({4, 0}).t().is_contiguous());
   EXPECT_EQ(zeros({2, 3}).device().str(), "cpu");
   EXPECT_NE(tensor({1.0, 2.0}).str().find("Tensor(shape=(2), dtype=f32, values=[1, 2])"), std::string::npos);
+}
+
+TEST(Random, UniformNeverGivesItsUpperBoundInAnyDtype) {
+  // In bf16 about 1 in 512 draws of rand rounded up to 1 (386 of 200000), in f16 1 in 4096: those are the
+  // largest value below 1 now (1 - 2^-8, 1 - 2^-11). And a bound between two bf16 values keeps [lo, hi).
+  Generator g(5);
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const auto u = rand({200000}, g, dt).to_vector<double>();
+    const double top = dt == DType::bf16 ? 1 - 0x1p-8 : dt == DType::f16 ? 1 - 0x1p-11 : 1 - 0x1p-24;
+    int64_t at_top = 0;
+    for (double v : u) {
+      ASSERT_TRUE(v >= 0.0 && v < 1.0) << v;
+      at_top += v == top;
+    }
+    if (dt != DType::f32) {
+      EXPECT_GT(at_top, 0);  // the draws that were rounded to 1 are there
+    }
+  }
+  // hi = 1.006 lies between bf16's 1 and 1.0078125, above their midpoint: draws in (1.0039, 1.006) rounded
+  // up to 1.0078125, past hi; now they are 1.
+  const auto w = uniform({100000}, -1.0, 1.006, g, DType::bf16).to_vector<double>();
+  EXPECT_EQ(*std::max_element(w.begin(), w.end()), 1.0);
+  EXPECT_EQ(uniform({10}, 3.0, 3.0, g, DType::bf16).to_vector<double>(), std::vector<double>(10, 3.0));
 }
 
 TEST(Random, StatisticsAndRanges) {

@@ -145,6 +145,26 @@ TEST(Views, ToDtypeGradientConvertsBack) {
   EXPECT_FALSE(x.to(DType::i64).requires_grad());
 }
 
+TEST(Views, SizesNearTheInt64EdgeAreExactOrErrors) {
+  // Each of these overflowed int64 (undefined behaviour) and gave an empty tensor without a word.
+  const Tensor r = arange(10);
+  EXPECT_EQ(r.slice(0, 0, 10, INT64_MAX).to_vector<int64_t>(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(r.slice(0, 3, 10, INT64_MAX - 1).to_vector<int64_t>(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(r.slice(0, 1, 10, 4).to_vector<int64_t>(), (std::vector<int64_t>{1, 5, 9}));  // still ceil
+  EXPECT_EQ(r.slice(0, 5, 5, INT64_MAX).numel(), 0);
+  expect_error([&] { r.narrow(0, 1, INT64_MAX); },
+               {"narrow: window [1, 2^63 or past) is out of range for dim 0 of size 10"});
+  expect_error([&] { r.narrow(0, 11, 0); }, {"narrow: window [11, 11) is out of range"});
+  EXPECT_EQ(r.narrow(0, 10, 0).numel(), 0);
+  // expand: -1 keeps a size; other negative sizes were taken for sizes (shape (-2), numel -2).
+  expect_error([&] { ones({1}).expand({-2}); },
+               {"expand: cannot expand shape (1) to (-2): size -2 at dim 0 is negative"});
+  EXPECT_EQ(ones({1, 3}).expand({2, -1}).shape(), (Shape{2, 3}));
+  // arange: a count past int64 converted to INT64_MIN, then clamped to 0 values.
+  expect_error([] { arange(0.0, 1e30, 1.0); }, {"arange: [0, 1e+30) with step 1 has 1e+30 values"});
+  expect_error([] { arange(-1e308, 1e308, 1.0); }, {"arange:", "values, more than a tensor can hold"});
+}
+
 TEST(Views, Errors) {
   Tensor x = zeros({2, 3, 4});
   expect_error(

@@ -329,22 +329,26 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
     Shape sa = a.shape(), sb = b.shape();
     SavedTensor saved_a(a, name), saved_b(b, name), saved_y(y.detach(), name);  // detached: no cycle
     attach(y, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const Tensor& dout) {
-      // weight_a = 1 where a won, 0 where b won, 1/2 on ties; weight_b = 1 - weight_a.
+      // weight_a = 1 where a won, 0 where b won, 1/2 on ties; weight_b the same for b. A NaN wins (the
+      // forward passes it on): its input gets the gradient, both inputs where both are NaN, as PyTorch
+      // does. (weight_b was 1 - weight_a, which sent a NaN a's gradient to b, stop 42.)
       Tensor av = saved_a.unpack(), bv = saved_b.unpack(), yv = saved_y.unpack();
       check_cpu(yv, name);  // the tie-splitting weights below are a CPU loop (no device kernel)
-      Tensor wa = empty(yv.shape(), yv.dtype());
+      Tensor wa = empty(yv.shape(), yv.dtype()), wb = empty(yv.shape(), yv.dtype());
       NG_DISPATCH_FLOAT(yv.dtype(), name, [&]<typename scalar_t>() {
         using T = scalar_t;
         Tensor ea = av.expand(yv.shape()).contiguous(), eb = bv.expand(yv.shape()).contiguous();
         const T* pa = ea.data<T>();
         const T* pb = eb.data<T>();
-        T* pw = wa.data<T>();
+        T *pwa = wa.data<T>(), *pwb = wb.data<T>();
         for (int64_t i = 0; i < yv.numel(); ++i) {
-          bool a_wins = is_max ? pa[i] > pb[i] : pa[i] < pb[i];
-          pw[i] = pa[i] == pb[i] ? T(0.5) : (a_wins ? T(1) : T(0));
+          const bool a_wins = (is_max ? pa[i] > pb[i] : pa[i] < pb[i]) || std::isnan(pa[i]);
+          const bool b_wins = (is_max ? pb[i] > pa[i] : pb[i] < pa[i]) || std::isnan(pb[i]);
+          pwa[i] = pa[i] == pb[i] ? T(0.5) : T(a_wins);
+          pwb[i] = pa[i] == pb[i] ? T(0.5) : T(b_wins);
         }
       });
-      return std::vector<Tensor>{sum_to(mul(dout, wa), sa), sum_to(mul(dout, rsub(1.0, wa)), sb)};
+      return std::vector<Tensor>{sum_to(mul(dout, wa), sa), sum_to(mul(dout, wb), sb)};
     });
   }
   return y;
@@ -439,6 +443,9 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
 }
 
 Tensor& mul_(Tensor& self, double s) {
+  // As add_: a float scale of integers would round through double (2^53 + 1 lost its last bit) and NaN or
+  // 1e30 had no i64 (an undefined conversion, INT64_MIN on x86).
+  NG_CHECK(self.dtype() != DType::i64, "mul_", "expected a floating tensor, got i64");
   check_untracked_in_place(self, nullptr, "mul_");
   check_no_internal_overlap(self, "mul_");
   if (on_device({self}, "mul_")) {

@@ -169,6 +169,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 namespace {
 // out = value where mask != 0, x elsewhere. x: any strides/dtype; mask: any dtype, already expanded to x.
 Tensor masked_fill_kernel(const Tensor& x, const Tensor& mask, double value) {
+  if (x.dtype() == DType::i64) check_has_i64(value, DType::f64, "masked_fill");  // NaN, 1e30: no i64
   if (on_device({x, mask}, "masked_fill"))
     return device_kernels(x, "masked_fill").masked_fill(x, mask, value);
   Tensor out = empty(x.shape(), x.dtype());

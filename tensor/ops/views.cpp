@@ -7,7 +7,10 @@
 //   squeeze/unsqueeze <- reshape back
 #include "tensor/ops/views.h"
 
+#include <algorithm>
+#include <limits>
 #include <numeric>
+#include <string>
 
 #include "autograd/function.h"
 #include "tensor/ops/elementwise.h"
@@ -166,8 +169,11 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   end = std::clamp<int64_t>(end, start, n);
   Shape s = shape();
   Strides st = strides();
-  s[d] = (end - start + step - 1) / step;
-  st[d] = strides()[d] * step;
+  // ceil((end - start) / step), without end - start + step - 1, which overflowed for a step near 2^63
+  // (a slice of 10 values with step INT64_MAX had 0 values instead of 1)
+  s[d] = end > start ? (end - start - 1) / step + 1 : 0;
+  // with 2 or more values step <= n, so the product fits; with 0 or 1 the stride is never used
+  st[d] = s[d] > 1 ? strides()[d] * step : strides()[d];
   Tensor out = make_view(*this, s, st, offset() + start * strides()[d]);
   if (needs_grad({*this})) {
     Shape in_shape = shape();
@@ -185,8 +191,13 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   NG_CHECK(dim() > 0, "narrow", "expected a tensor with at least 1 dim, got a 0-d tensor");
   d = wrap_dim(d, dim(), "narrow");
-  NG_CHECK(start >= 0 && length >= 0 && start + length <= shape()[d], "narrow", "window [", start, ", ",
-           start + length, ") is out of range for dim ", d, " of size ", shape()[d]);
+  // length <= size - start, not start + length <= size: that sum overflowed for a length near 2^63
+  if (!(start >= 0 && length >= 0 && start <= shape()[d] && length <= shape()[d] - start)) {
+    const bool fits = length <= 0 || start <= std::numeric_limits<int64_t>::max() - length;
+    fail("narrow", "window [", start, ", ",
+         fits ? std::to_string(start + length) : std::string("2^63 or past"), ") is out of range for dim ", d,
+         " of size ", shape()[d]);
+  }
   return slice(d, start, start + length);
 }
 
@@ -214,6 +225,8 @@ Tensor Tensor::expand(const Shape& want) const {
       continue;
     }
     int64_t have = shape()[i - lead];
+    NG_CHECK(want[i] >= -1, "expand", "cannot expand shape ", shape_str(shape()), " to ", shape_str(want),
+             ": size ", want[i], " at dim ", i, " is negative (-1 keeps the size)");
     int64_t w = want[i] == -1 ? have : want[i];
     NG_CHECK(have == w || have == 1, "expand", "cannot expand shape ", shape_str(shape()), " to ",
              shape_str(want), ": dim ", i, " has size ", have, ", which is neither ", w, " nor 1");
