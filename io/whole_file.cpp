@@ -20,6 +20,7 @@ namespace ng::io {
 
 namespace {
 thread_local int64_t g_fail_after = -1;  // testing::fail_next_write_after (per thread, like the next suffix)
+thread_local int g_folder_fsync_errno = 0;  // testing::fail_next_folder_fsync
 }  // namespace
 
 int64_t regular_file_size(const std::string& path, const char* op) {
@@ -48,6 +49,9 @@ std::string read_whole_file(const std::string& path, const char* op) {
 namespace testing {
 void fail_next_write_after(int64_t bytes) {
   g_fail_after = bytes;
+}
+void fail_next_folder_fsync(int err) {
+  g_folder_fsync_errno = err;
 }
 }  // namespace testing
 
@@ -132,8 +136,9 @@ void commit_temp(const std::string& tmp, const std::string& path, const char* op
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return;
-  const int rc = ::fsync(dfd), err = errno;
+  int rc = ::fsync(dfd), err = errno;
   ::close(dfd);
+  if (const int injected = std::exchange(g_folder_fsync_errno, 0)) rc = -1, err = injected;  // (tests)
   NG_CHECK(rc == 0 || err == EINVAL || err == EROFS, op, "'", path,
            "' is written, but fsync of its folder failed: ", std::strerror(err),
            " (the rename may not survive a crash)");

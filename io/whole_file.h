@@ -58,6 +58,9 @@ void next_temp_suffix(const std::string& suffix);
 // Fault injection for tests: this thread's next atomic_write_file fails with an ng::Error after writing this
 // many bytes of the temporary file (negative: off). It resets itself after firing.
 void fail_next_write_after(int64_t bytes);
+// Fault injection for tests: this thread's next fsync of a saved file's folder reports errno `err` (EIO,
+// EINVAL, ...) after it has run. It resets itself after firing.
+void fail_next_folder_fsync(int err);
 }  // namespace testing
 
 }  // namespace ng::io

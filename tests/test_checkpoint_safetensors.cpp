@@ -2,7 +2,9 @@
 // file (each with its message), and the atomic write.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numbers>
@@ -253,6 +255,33 @@ TEST(Safetensors, TheTemporaryFileIsNeverOneThatWasThere) {
   EXPECT_EQ(text, "victim");
   EXPECT_TRUE(fs::is_symlink(path + ".tmp.planted"));  // left alone
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(path)));
+}
+
+TEST(Safetensors, FolderFsyncErrorsAreReportedUnlessTheFolderCannotBeSynced) {
+  // After the rename, the folder is fsynced so that the rename survives a crash. EIO there is reported
+  // (the new file is in place, but may not be on disk); EINVAL and EROFS mean the file system does not sync
+  // folders, and are not errors. Injected: a real EIO needs a failing disk.
+  const std::string dir = temp_dir() + "/folder_fsync";
+  fs::create_directories(dir);
+  const std::string path = dir + "/state.safetensors";
+  io::testing::fail_next_folder_fsync(EIO);
+  try {
+    io::save_safetensors(path, {{"w", full({4}, 1.0)}});
+    FAIL() << "expected the folder's fsync error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("is written, but fsync of its folder failed: " +
+                                   std::string(std::strerror(EIO)) + " (the rename may not survive a crash)"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(io::load_safetensors(path).tensors[0].second.to_vector<double>(), (std::vector<double>(4, 1.0)));
+  for (int err : {EINVAL, EROFS}) {
+    io::testing::fail_next_folder_fsync(err);
+    io::save_safetensors(path, {{"w", full({4}, 2.0)}});  // no error
+  }
+  io::save_safetensors(path, {{"w", full({4}, 3.0)}});  // the fault fired once each time
+  EXPECT_EQ(io::load_safetensors(path).tensors[0].second.to_vector<double>(), (std::vector<double>(4, 3.0)));
 }
 
 TEST(Safetensors, FailedWriteLeavesTheOldFileIntact) {
