@@ -162,7 +162,8 @@ inline T store_f32(float v) {
 
 // Call a templated lambda with the C++ type of a runtime dtype:
 //
-//   NG_DISPATCH_FLOAT(x.dtype(), "my_op", [&]<typename scalar_t>() { scalar_t* p = x.data<scalar_t>(); ...
+//   NG_DISPATCH_FLOAT(x.dtype(), "my_op", [&]<typename scalar_t>() {
+//     scalar_t* p = x.data<scalar_t>(); ...
 //   });
 //
 // The lambda body is a template, so `if constexpr` on scalar_t discards what does not apply.

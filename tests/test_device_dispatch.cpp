@@ -491,6 +491,17 @@ TEST(DeviceDispatch, MixedDevicesNameBothDevices) {
   EXPECT_NE(msg.find("embedding: expected both tensors on the same device, got cuda:0 and cpu"),
             std::string::npos)
       << msg;
+  // A backward seed or a .grad on another device than the tensor (stop 42): refused before any read.
+  Tensor w = ng::ones({2, 4}).requires_grad_();
+  msg = error_of([&] { ng::mul(w, 2.0).backward(d); });
+  EXPECT_NE(msg.find("backward: gradient is on cuda:0, expected cpu (the output's device)"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] { w.set_grad(d); });
+  EXPECT_NE(msg.find("set_grad: gradient is on cuda:0, expected cpu (the tensor's device)"),
+            std::string::npos)
+      << msg;
+  EXPECT_FALSE(w.grad().defined());
 }
 
 TEST(DeviceDispatch, EveryMultiTensorOpRejectsMixedDevices) {
