@@ -93,12 +93,17 @@ void save_checkpoint(const std::string& path, const TrainState& state) {
     // u64 seed and offset, stored bit for bit in I64.
     all.emplace_back("rng." + name, i64_tensor({int64_t(gen->seed()), int64_t(gen->offset())}));
   }
+  // What load_checkpoint refuses is refused here too, so that no run writes a checkpoint it cannot resume.
+  NG_CHECK(state.step >= 0, "save_checkpoint", path, ": expected a step count >= 0, got ", state.step);
   all.emplace_back("train.step", from_vector(std::vector<int64_t>{state.step}, Shape{}));
   if (state.tokenizer) {
     // An empty vocabulary could never be loaded (CharTokenizer::from_vocab refuses it): refuse it now, not
     // when the run is resumed.
     NG_CHECK(state.tokenizer->vocab_size() > 0, "save_checkpoint", path,
              ": the tokenizer has no vocabulary (build it with CharTokenizer::from_corpus first)");
+    const int64_t V = config_vocab_size(meta);
+    NG_CHECK(V < 0 || state.tokenizer->vocab_size() == V, "save_checkpoint", path, ": the tokenizer has ",
+             state.tokenizer->vocab_size(), " symbols, but the model's config has vocab_size ", V);
     all.emplace_back("tokenizer.vocab", i64_tensor(state.tokenizer->vocab_bytes()));
   }
   io::save_safetensors(path, all, meta);

@@ -16,6 +16,7 @@ int64_t swiglu_hidden_size_8_3(int64_t dim) {
 }
 
 int64_t FFNConfig::hidden_size() const {
+  NG_CHECK(hidden >= 0, "FeedForward", "expected hidden >= 0 (0: sized from dim), got ", hidden);
   if (hidden > 0) return hidden;
   NG_CHECK(sizing == "pi" || sizing == "8/3", "FeedForward", "sizing must be \"pi\" or \"8/3\", got \"",
            sizing, "\"");

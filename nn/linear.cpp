@@ -29,7 +29,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // x: (..., in) -> x2: (N, in), N = product of the leading dims (a free view when x is contiguous)
   Shape out_shape = x.shape();
   out_shape.back() = out;
-  Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in});
+  // N is counted from the leading dims, not inferred with -1, which is undefined when in = 0.
+  int64_t N = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) N *= x.size(d);
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({N, in});
 
   // y2 = x2 @ W^T: (N, in) @ (in, out) -> (N, out). weight.t() is a view, the GEMM reads it transposed.
   Tensor y2 = matmul(x2, weight.t());

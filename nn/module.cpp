@@ -113,7 +113,7 @@ NamedTensors Module::state_dict() const {
 
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   std::map<std::string, Tensor> given(state.begin(), state.end());
-  std::vector<std::string> missing, mismatched;
+  std::vector<std::string> missing, mismatched, unconvertible;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied only if all is well
   for (auto& [name, dst] : state_dict()) {
     auto it = given.find(name);
@@ -121,11 +121,21 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       missing.push_back(name);
       continue;
     }
-    if (it->second.shape() != dst.shape())
+    if (it->second.shape() != dst.shape()) {
       mismatched.push_back(name + ": expected " + shape_str(dst.shape()) + ", got " +
                            shape_str(it->second.shape()));
-    else
+    } else if (it->second.dtype() != dst.dtype()) {
+      // Converted here, before anything is copied: a value with no counterpart in dst's dtype (NaN into an
+      // i64 buffer) used to fail in the copy loop below, after the entries before it had been overwritten.
+      try {
+        NoGradGuard no_grad;
+        copies.emplace_back(dst, it->second.detach().to(dst.dtype()));
+      } catch (const Error& e) {
+        unconvertible.push_back(name + " (" + e.what() + ")");
+      }
+    } else {
       copies.emplace_back(dst, it->second);
+    }
     given.erase(it);
   }
   std::vector<std::string> unexpected;
@@ -141,6 +151,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   if (strict) list("missing", missing);
   if (strict) list("unexpected", unexpected);
   list("wrong shape", mismatched);
+  list("not convertible to the module's dtype", unconvertible);
   if (!msg.str().empty()) fail("load_state_dict", "the state does not match the module." + msg.str());
 
   NoGradGuard no_grad;

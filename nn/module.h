@@ -60,8 +60,10 @@ class Module {
 
   // ---- state: parameters and buffers by dotted name ----
   NamedTensors state_dict() const;
-  // Copies each entry into the matching tensor. With strict, a missing or unexpected name is an error;
-  // a shape mismatch is always an error. The message lists every problem found.
+  // Copies each entry into the matching tensor, converting its dtype to the tensor's (as copy_ does: f64
+  // values into an f32 model are rounded). With strict, a missing or unexpected name is an error; a shape
+  // mismatch, or a value the tensor's dtype cannot hold (NaN into an i64 buffer), is always an error. The
+  // message lists every problem found, and nothing is copied unless all entries are fine.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
  protected:
@@ -70,6 +72,7 @@ class Module {
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     check_name(name);
+    NG_CHECK(m != nullptr, "Module", "register_module: '", name, "' is a null module");
     children_.emplace_back(name, m);
     return m;
   }
@@ -96,7 +99,11 @@ class Sequential : public Module {
   }
   Tensor forward(const Tensor& x) override;
   size_t size() const { return layers_.size(); }
-  const std::shared_ptr<Module>& operator[](size_t i) const { return layers_.at(i); }
+  const std::shared_ptr<Module>& operator[](size_t i) const {
+    NG_CHECK(i < layers_.size(), "Sequential", "index ", i, " is out of range for ", layers_.size(),
+             " layers");
+    return layers_[i];
+  }
   std::string type_name() const override { return "Sequential"; }
 
  private:

@@ -1,6 +1,7 @@
 #include "nn/rope.h"
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -14,6 +15,9 @@ RopeTables rope_tables(int64_t T, int64_t HS, double theta, DType dtype) {
   NG_CHECK(HS > 0 && HS % 2 == 0, "rope", "head size must be even, got ", HS);
   NG_CHECK(theta > 0 && std::isfinite(theta), "rope", "expected a finite theta > 0, got ", theta);
   const int64_t half = HS / 2;
+  NG_CHECK(T >= 0 && T <= std::numeric_limits<int64_t>::max() / half, "rope",
+           "expected a table length T >= 0 whose T * HS / 2 entries fit in 64 bits, got T = ", T,
+           ", HS = ", HS);
   std::vector<double> c(size_t(T * half)), s(size_t(T * half));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {

@@ -1,6 +1,8 @@
 #include "nn/tinylm.h"
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
@@ -72,12 +74,13 @@ void TinyLMConfig::validate() const {
 }
 
 // ---- JSON: every field, by its C++ name ----------------------------------------------------------------
-#define NG_TINYLM_FIELDS(X)                                                                               \
-  X(vocab_size)                                                                                           \
-  X(dim)                                                                                                  \
-  X(n_layers) X(n_heads) X(n_kv_heads) X(norm_position) X(norm) X(norm_eps) X(final_norm) X(ffn)          \
-      X(ffn_hidden) X(activation) X(ffn_bias) X(attn_bias) X(causal) X(qk_norm) X(position) X(rope_theta) \
-          X(max_seq_len) X(dropout) X(tie_weights) X(seed)
+#define NG_TINYLM_FIELDS(X)                                                                                \
+  X(vocab_size)                                                                                            \
+  X(dim)                                                                                                   \
+  X(n_layers)                                                                                              \
+  X(n_heads) X(n_kv_heads) X(norm_position) X(norm) X(norm_eps) X(final_norm) X(ffn) X(ffn_hidden)         \
+      X(activation) X(ffn_bias) X(attn_bias) X(causal) X(qk_norm) X(position) X(rope_theta) X(max_seq_len) \
+          X(dropout) X(tie_weights) X(seed)
 
 std::string TinyLMConfig::to_json() const {
   nlohmann::ordered_json j;
@@ -86,6 +89,26 @@ std::string TinyLMConfig::to_json() const {
 #undef NG_TO_JSON
   return j.dump();
 }
+
+namespace {
+// One field from its JSON value. nlohmann's get_to converts a JSON float into an integer field with a cast:
+// "dim": 64.9 became 64, "vocab_size": 1e30 was undefined behaviour, "seed": -1 became 2^64 - 1. Integer
+// fields therefore take JSON integers only, in their type's range.
+template <typename T>
+void read_field(const nlohmann::json& v, const char* key, T& out) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    NG_CHECK(v.is_number_integer(), "TinyLMConfig::from_json", "key '", key, "' must be an integer, got ",
+             v.dump());
+    if constexpr (std::is_unsigned_v<T>)
+      NG_CHECK(v.is_number_unsigned(), "TinyLMConfig::from_json", "key '", key,
+               "' must be an integer >= 0, got ", v.dump());
+    else
+      NG_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max()),
+               "TinyLMConfig::from_json", "key '", key, "' is out of range: ", v.dump());
+  }
+  v.get_to(out);
+}
+}  // namespace
 
 TinyLMConfig TinyLMConfig::from_json(const std::string& text) {
   nlohmann::json j;
@@ -100,7 +123,9 @@ TinyLMConfig TinyLMConfig::from_json(const std::string& text) {
 #define NG_FROM_JSON(f)                                                             \
   if (!j.contains(#f)) fail("TinyLMConfig::from_json", "missing key '" #f "'");     \
   try {                                                                             \
-    j.at(#f).get_to(c.f);                                                           \
+    read_field(j.at(#f), #f, c.f);                                                  \
+  } catch (const Error&) {                                                          \
+    throw;                                                                          \
   } catch (const std::exception& e) {                                               \
     fail("TinyLMConfig::from_json", "key '" #f "' has the wrong type: ", e.what()); \
   }                                                                                 \

@@ -31,7 +31,10 @@ void Adam::check_options() const {
   const char* op = decoupled_ ? "AdamW" : "Adam";
   NG_CHECK(options.beta1 >= 0 && options.beta1 < 1, op, "expected 0 <= beta1 < 1, got ", options.beta1);
   NG_CHECK(options.beta2 >= 0 && options.beta2 < 1, op, "expected 0 <= beta2 < 1, got ", options.beta2);
-  NG_CHECK(options.eps >= 0 && std::isfinite(options.eps), op, "expected a finite eps >= 0, got ",
+  // eps > 0, not >= 0 (PyTorch takes 0): with eps = 0 a value whose gradient has been 0 from the start
+  // divides 0 by 0, and its parameter becomes NaN without a word.
+  NG_CHECK(options.eps > 0 && std::isfinite(options.eps), op,
+           "expected a finite eps > 0 (eps = 0 makes a parameter NaN where its gradient has been 0), got ",
            options.eps);
   NG_CHECK(options.weight_decay >= 0 && std::isfinite(options.weight_decay), op,
            "expected a finite weight_decay >= 0, got ", options.weight_decay);
@@ -49,15 +52,17 @@ void Adam::step() {
   NoGradGuard no_grad;
   const std::string op = type_name() + ".step";
   check_lr(op.c_str());
+  // options is a public member, checked again: a NaN weight_decay written between steps made every parameter
+  // NaN.
+  check_options();
   const double beta1 = options.beta1, beta2 = options.beta2, eps = options.eps, wd = options.weight_decay;
+  // Every parameter's gradient and state is checked before any parameter changes, so a failed step leaves
+  // the parameters, moments and step counts as they were.
+  const std::vector<Tensor> grads = checked_grads(op.c_str());
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
-    Tensor grad = p.grad();
+    const Tensor& grad = grads[i];
     if (!grad.defined()) continue;
-    if (!grad.is_contiguous()) grad = grad.contiguous();
-    NG_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype(), op.c_str(), "parameter '",
-             params_[i].first, "' has grad ", dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
-             ", expected ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
     Tensor m = buffer(i, "exp_avg");
     Tensor v = buffer(i, "exp_avg_sq");
     const int64_t t = ++state_[i].step;

@@ -14,33 +14,38 @@ namespace {
 // on g's size: simd::sum_sq_dev_row (tensor/kernels/reduce_simd.h), four f64 vector accumulators.
 // Until 2026-11-25 this was a scalar loop with one running sum, each add waiting for the last: 2.9% of an
 // exp2 training run's samples (perf, 2 threads), with the second thread idle meanwhile.
-double l2_norm(const Tensor& g) {
+double l2_norm(const Tensor& g, const char* op) {
   // On a device: sum of squares there, in f64, and one number copied back.
   if (!g.device().is_cpu()) return std::sqrt(sum(square(g.to(DType::f64))).item());
+  // f16 / bf16 gradients are widened to f32 first (exactly), as the device path widens them to f64.
+  const Tensor c = is_half(g.dtype()) ? g.to(DType::f32) : g.contiguous();
   double s = 0;
-  NG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm_", [&]<typename scalar_t>() {
-    Tensor c = g.contiguous();
+  NG_DISPATCH_FLOAT(c.dtype(), op, [&]<typename scalar_t>() {
     s = simd::sum_sq_dev_row(c.data<scalar_t>(), c.numel(), 0.0);
   });
   return std::sqrt(s);
 }
-}  // namespace
 
-double grad_norm(const std::vector<Tensor>& params) {
+double grad_norm_of(const std::vector<Tensor>& params, const char* op) {
   NoGradGuard no_grad;
   double sum_sq = 0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    double n = l2_norm(g);
+    double n = l2_norm(g, op);
     sum_sq += n * n;
   }
   return std::sqrt(sum_sq);
 }
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params) {
+  return grad_norm_of(params, "grad_norm");
+}
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NG_CHECK(max_norm > 0, "clip_grad_norm_", "expected max_norm > 0, got ", max_norm);
-  const double total = grad_norm(params);
+  const double total = grad_norm_of(params, "clip_grad_norm_");
   if (!std::isfinite(total)) return total;
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "tensor/device_kernels.h"
 
 namespace ng::optim {
 
@@ -75,6 +76,30 @@ void Optimizer::check_lr(const char* op) const {
   NG_CHECK(lr >= 0 && std::isfinite(lr), op, "expected a finite learning rate >= 0, got ", lr);
 }
 
+std::vector<Tensor> Optimizer::checked_grads(const char* op) const {
+  std::vector<Tensor> out(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    // The parameter itself may have changed since construction (nn::cast_ to another dtype).
+    NG_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, op, "parameter '", name, "' has dtype ",
+             dtype_name(p.dtype()), ", expected f32 or f64");
+    NG_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype(), op, "parameter '", name, "' has grad ",
+             dtype_name(grad.dtype()), " ", shape_str(grad.shape()), ", expected ", dtype_name(p.dtype()),
+             " ", shape_str(p.shape()));
+    on_device({p, grad}, op);  // an ng::Error when the two are on different devices
+    for (auto& [b, t] : state_[i].buffers) {
+      NG_CHECK(t.shape() == p.shape() && t.dtype() == p.dtype(), op, "parameter '", name, "' has ", b, " ",
+               dtype_name(t.dtype()), " ", shape_str(t.shape()), ", expected ", dtype_name(p.dtype()), " ",
+               shape_str(p.shape()), " (the parameter changed dtype or shape after its state was made)");
+      on_device({p, t}, op);
+    }
+    out[i] = grad.is_contiguous() ? grad : grad.contiguous();
+  }
+  return out;
+}
+
 void Optimizer::zero_grad() {
   for (auto& [_, p] : params_) p.zero_grad();
 }
@@ -93,7 +118,8 @@ nn::NamedTensors Optimizer::state_dict() const {
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = params_[i].first;
     out.emplace_back(name + ".step", from_vector(std::vector<int64_t>{state_[i].step}, Shape{}));
-    for (auto& [b, t] : state_[i].buffers) out.emplace_back(name + "." + b, t);
+    // A copy: the live buffer would change at the next step() while the step count beside it stayed.
+    for (auto& [b, t] : state_[i].buffers) out.emplace_back(name + "." + b, t.detach().clone());
   }
   return out;
 }
@@ -154,7 +180,7 @@ void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
                              shape_str(t.shape()));
         continue;
       }
-      Tensor copy = empty(p.shape(), p.dtype());
+      Tensor copy = empty_like(p.detach());  // on the parameter's device, as buffer() makes them
       NoGradGuard no_grad;
       copy.copy_(t);
       loaded[i].buffers.emplace(b, copy);

@@ -9,8 +9,10 @@
 // Checkpointing: state_dict() lists the state as named tensors
 //     "<param>.step"        i64, 0-d, for every parameter
 //     "<param>.<buffer>"    the parameter's dtype and shape, once the buffer exists (after the first step)
-// plus "lr" (f64, 0-d). load_state_dict() checks every name and shape and says what is missing, unexpected
-// or wrongly shaped; it copies, so the loaded optimizer never aliases the tensors it was given.
+// plus "lr" (f64, 0-d). state_dict() copies the buffers, so that a state kept in memory is a snapshot that
+// later steps do not change. load_state_dict() checks every name, dtype and shape and says what is missing,
+// unexpected or wrong; it copies onto each parameter's device, so the loaded optimizer never aliases the
+// tensors it was given.
 #pragma once
 
 #include <map>
@@ -56,6 +58,11 @@ class Optimizer {
   // lr must be finite and >= 0: checked at construction and by every step(), since a schedule or the caller
   // writes it between steps (a NaN or inf one would turn every parameter into NaN without a word).
   void check_lr(const char* op) const;
+  // Each parameter's gradient, made contiguous (undefined where the parameter has none), once every one of
+  // them, and every buffer already made, has been checked against its parameter: the same dtype (f32 or f64),
+  // shape and device. step() calls it before changing anything, so that a failed step leaves the parameters,
+  // buffers and step counts as they were. An ng::Error naming `op` and the parameter.
+  std::vector<Tensor> checked_grads(const char* op) const;
 
   nn::NamedTensors params_;
   std::vector<ParamState> state_;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "tensor/device_kernels.h"
 #include "tensor/parallel.h"
 
 namespace ng::optim {
@@ -42,17 +43,25 @@ std::vector<std::string> SGD::buffer_names() const {
 
 void SGD::step() {
   check_lr("SGD.step");
+  // options is a public member, checked again: an inf weight_decay written between steps made every
+  // parameter -inf.
+  check_options();
   NoGradGuard no_grad;
   const double momentum = options.momentum, dampening = options.dampening, wd = options.weight_decay;
   const bool nesterov = options.nesterov;
+  // Checked before any parameter changes (a failed step changes nothing).
+  const std::vector<Tensor> grads = checked_grads("SGD.step");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const Tensor& p = params_[i].second;
+    if (on_device({p}, "SGD.step"))
+      fail("SGD.step", "parameter '", params_[i].first, "' is on ", p.device().str(),
+           ": SGD has no device kernel and runs on the CPU only (Adam and AdamW run on CUDA)");
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
-    Tensor grad = p.grad();
+    const Tensor& grad = grads[i];
     if (!grad.defined()) continue;
-    if (!grad.is_contiguous()) grad = grad.contiguous();
-    NG_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype(), "SGD.step", "parameter '",
-             params_[i].first, "' has grad ", dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
-             ", expected ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
     const bool first = state_[i].step == 0;
     state_[i].step += 1;
     Tensor buf = momentum != 0 ? buffer(i, "momentum_buffer") : Tensor();

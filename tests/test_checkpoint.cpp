@@ -388,4 +388,24 @@ TEST(Checkpoint, RefusesStatesThatWouldNotResumeTheRun) {
   EXPECT_NE(m.find("save_checkpoint: " + never + ": the tokenizer has no vocabulary"), std::string::npos)
       << m;
   EXPECT_FALSE(fs::exists(never));
+
+  // So are the two other states the load refuses: a negative step, and a tokenizer of another size than the
+  // config's vocab_size (both were written, and then no run could load them).
+  nn::TrainState neg = a.state();
+  neg.step = -1;
+  const std::string m_neg = error_of([&] { nn::save_checkpoint(never, neg); });
+  EXPECT_NE(m_neg.find("save_checkpoint: " + never + ": expected a step count >= 0, got -1"),
+            std::string::npos)
+      << m_neg;
+  nn::CharTokenizer small = nn::CharTokenizer::from_corpus("abc");
+  nn::TrainState other = a.state();
+  other.tokenizer = &small;
+  const std::string m_tok = error_of([&] { nn::save_checkpoint(never, other); });
+  EXPECT_NE(m_tok.find("save_checkpoint: " + never +
+                       ": the tokenizer has 3 symbols, but the model's config has "
+                       "vocab_size " +
+                       std::to_string(a.tok.vocab_size())),
+            std::string::npos)
+      << m_tok;
+  EXPECT_FALSE(fs::exists(never));
 }

@@ -452,6 +452,50 @@ TEST(DeviceDispatch, AdamWAndClippingOnTheDevice) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
 }
 
+// A loaded optimizer state goes onto the parameters' device: it was made on the CPU, so every step after
+// load_state_dict failed on mixed devices (and advanced the step count first).
+TEST(DeviceDispatch, AdamStateLoadsOntoTheParametersDevice) {
+  KernelsScope scope(&host_device());
+  ng::Generator gen(5);
+  Tensor w_cpu = ng::randn({3, 4}, gen);
+  Tensor g = ng::randn({3, 4}, gen);
+  Tensor w_dev = w_cpu.clone().to(kDev);
+  w_cpu.requires_grad_(true);
+  w_dev.requires_grad_(true);
+  ng::optim::Adam a_cpu({w_cpu}, {.lr = 0.1}), a_dev({w_dev}, {.lr = 0.1});
+  w_cpu.set_grad(g.clone());
+  a_cpu.step();
+  a_dev.load_state_dict(a_cpu.state_dict());  // CPU tensors into an optimizer over device parameters
+  EXPECT_TRUE(a_dev.state()[0].buffers.at("exp_avg").device() == kDev);
+  EXPECT_TRUE(a_dev.state()[0].buffers.at("exp_avg_sq").device() == kDev);
+  {
+    ng::NoGradGuard no_grad;
+    w_dev.copy_(w_cpu.detach());  // the parameters as after the CPU's first step
+  }
+  w_cpu.set_grad(g.clone());
+  w_dev.set_grad(g.to(kDev));
+  a_cpu.step();
+  a_dev.step();
+  EXPECT_EQ(a_dev.state()[0].step, 2);
+  EXPECT_EQ(w_dev.to(Device::cpu()).to_vector<float>(), w_cpu.to_vector<float>());
+}
+
+// SGD has no device kernel: it read and wrote device pointers on the host (a segfault on a GPU). It refuses,
+// naming the parameter and device, before any parameter changes.
+TEST(DeviceDispatch, SgdRefusesDeviceParameters) {
+  KernelsScope scope(&host_device());
+  Tensor p = ng::ones({4}).to(kDev);
+  p.requires_grad_(true);
+  p.set_grad(ng::ones({4}).to(kDev));
+  ng::optim::SGD opt(std::vector<Tensor>{p}, {.lr = 0.1});
+  const std::string msg = error_of([&] { opt.step(); });
+  EXPECT_NE(
+      msg.find("SGD.step: parameter '0' is on cuda:0: SGD has no device kernel and runs on the CPU only"),
+      std::string::npos)
+      << msg;
+  EXPECT_EQ(opt.state()[0].step, 0);
+}
+
 // ---- errors -----------------------------------------------------------------------------------------------
 TEST(DeviceDispatch, NoBackendIsAClearErrorNamingTheOp) {
   KernelsScope none(nullptr);

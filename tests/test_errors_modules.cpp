@@ -1,8 +1,12 @@
 // Module::load_state_dict with a missing, an unexpected or a misshaped entry: an ng::Error that lists every
 // problem by name, and the module is left untouched (nothing is copied unless everything matches).
+// Also: values a dtype cannot hold, bad module arguments, a TinyLM config with non-integer sizes.
 // Checkpoint-level mismatches (optimizer state, RNG, config) are tested in tests/test_checkpoint.cpp
 // (Checkpoint.MismatchesAreErrorsThatSayWhat).
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "normgrad.h"
 
@@ -81,4 +85,92 @@ TEST(ErrorsModules, LoadStateDictWithEverythingRightCopiesTheValues) {
   b->load_state_dict(sa);
   for (auto& [name, t] : b->state_dict())
     EXPECT_EQ(t.to_vector<double>(), std::vector<double>(size_t(t.numel()), 0.25)) << name;
+}
+
+// A value the module's dtype cannot hold (NaN into an i64 buffer) is found before anything is copied: the
+// conversion used to fail inside the copy loop, after the entries before it had been overwritten, with an
+// error naming `to` instead of load_state_dict.
+namespace {
+struct Counter : nn::Module {
+  Tensor w, count;
+  Counter() {
+    w = register_parameter("w", zeros({3}));
+    count = register_buffer("count", zeros({1}, DType::i64));
+  }
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string type_name() const override { return "Counter"; }
+};
+}  // namespace
+
+TEST(ErrorsModules, LoadStateDictRefusesValuesItsDtypesCannotHoldBeforeCopying) {
+  Counter m;
+  nn::NamedTensors state = {{"w", full({3}, 7.0)}, {"count", full({1}, NAN)}};
+  const std::string msg = error_of([&] { m.load_state_dict(state); });
+  EXPECT_TRUE(has(msg,
+                  "load_state_dict: the state does not match the module. not convertible to the module's "
+                  "dtype: count (to: cannot convert nan (f32) to i64"))
+      << msg;
+  EXPECT_EQ(m.w.to_vector<double>(), std::vector<double>(3, 0.0));  // w was set to 7 before the error
+  // Values that convert are converted, as copy_ does.
+  state[1].second = full({1}, 5.0);
+  m.load_state_dict(state);
+  EXPECT_EQ(m.w.to_vector<double>(), std::vector<double>(3, 7.0));
+  EXPECT_EQ(m.count.to_vector<int64_t>(), std::vector<int64_t>{5});
+}
+
+// Bad arguments to modules give an ng::Error naming the module, not a std::out_of_range, a std::length_error
+// or a segfault at the next parameters().
+TEST(ErrorsModules, BadModuleArgumentsAreNamed) {
+  auto seq = make_model();
+  EXPECT_TRUE(has(error_of([&] { (void)(*seq)[5]; }), "Sequential: index 5 is out of range for 2 layers"));
+  EXPECT_TRUE(
+      has(error_of([&] { seq->push_back(nullptr); }), "Module: register_module: '2' is a null module"));
+  EXPECT_EQ(seq->size(), 2u);
+  EXPECT_TRUE(
+      has(error_of([&] { rope_tables(-1, 4, 1e4, DType::f32); }),
+          "rope: expected a table length T >= 0 whose T * HS / 2 entries fit in 64 bits, got T = -1"));
+  nn::FFNConfig ffn;
+  ffn.dim = 8;
+  ffn.hidden = -5;
+  Generator gen(1), drop(2);
+  EXPECT_TRUE(has(error_of([&] { nn::FeedForward f(ffn, gen, drop); }),
+                  "FeedForward: expected hidden >= 0 (0: sized from dim), got -5"));
+  EXPECT_TRUE(has(error_of([&] { nn::Embedding e(4, 3, gen, DType::i64); }),
+                  "Embedding: expected a floating dtype, got i64"));
+}
+
+// A linear map from 0 features gives zeros, at any rank: the 3-D case reshaped with -1, which is undefined
+// for a row of 0 values, and failed.
+TEST(ErrorsModules, LinearFromZeroFeatures) {
+  Tensor w = zeros({3, 0}).requires_grad_(), b = full({3}, 0.5).requires_grad_();
+  Tensor x = zeros({2, 5, 0}).requires_grad_();
+  Tensor y = F::linear(x, w, b);
+  EXPECT_EQ(y.shape(), (Shape{2, 5, 3}));
+  EXPECT_EQ(y.to_vector<double>(), std::vector<double>(30, 0.5));
+  sum(y).backward();
+  EXPECT_EQ(b.grad().to_vector<double>(), std::vector<double>(3, 10.0));
+  EXPECT_EQ(x.grad().shape(), (Shape{2, 5, 0}));
+}
+
+// Integer fields of a TinyLM config (as read back from a checkpoint) take JSON integers in range only:
+// nlohmann's get_to cast 64.9 to 64, 1e30 into an int64 (undefined) and -1 into a u64 seed.
+TEST(ErrorsModules, TinyLMConfigIntegersAreIntegers) {
+  const std::string good = nn::TinyLMConfig{}.to_json();
+  ASSERT_NO_THROW(nn::TinyLMConfig::from_json(good));
+  auto with = [&](const std::string& key, const std::string& value) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    j[key] = nlohmann::json::parse(value);
+    return j.dump();
+  };
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"dim", "64.9", "key 'dim' must be an integer, got 64.9"},
+      {"vocab_size", "1e30", "key 'vocab_size' must be an integer, got 1e+30"},
+      {"seed", "-1", "key 'seed' must be an integer >= 0, got -1"},
+      {"n_layers", "9223372036854775808", "key 'n_layers' is out of range: 9223372036854775808"},
+  };
+  for (const auto& [key, value, expected] : cases) {
+    const std::string msg = error_of([&] { nn::TinyLMConfig::from_json(with(key, value)); });
+    EXPECT_TRUE(has(msg, "TinyLMConfig::from_json: " + expected)) << msg;
+  }
+  EXPECT_EQ(nn::TinyLMConfig::from_json(with("seed", "18446744073709551615")).seed, 18446744073709551615ull);
 }

@@ -242,7 +242,7 @@ TEST(OptimErrors, BadOptionsAndParams) {
                  {"SGD: expected 0 <= dampening <= 1"});
     expect_error([&] { optim::SGD(ps, {.lr = 0.1, .weight_decay = bad}); },
                  {"SGD: expected a finite weight_decay >= 0"});
-    expect_error([&] { optim::Adam(ps, {.eps = bad}); }, {"Adam: expected a finite eps >= 0"});
+    expect_error([&] { optim::Adam(ps, {.eps = bad}); }, {"Adam: expected a finite eps > 0"});
     expect_error([&] { optim::Adam(ps, {.weight_decay = bad}); },
                  {"Adam: expected a finite weight_decay >= 0"});
     expect_error([&] { optim::constant_lr(bad); }, {"constant_lr: expected a finite base_lr >= 0"});
@@ -260,6 +260,112 @@ TEST(OptimErrors, BadOptionsAndParams) {
     expect_error([&] { adam.step(); }, {"Adam.step: expected a finite learning rate >= 0"});
     expect_error([&] { sgd.step(); }, {"SGD.step: expected a finite learning rate >= 0"});
     expect_values(p, {1.0}, 0);
+  }
+}
+
+// eps = 0 is refused (PyTorch takes it): a value whose gradient has been 0 since the start divides 0 by 0.
+TEST(OptimErrors, AdamEpsZeroIsRefused) {
+  const std::vector<Tensor> ps{param({1.0})};
+  expect_error(
+      [&] { optim::Adam(ps, {.eps = 0.0}); },
+      {"Adam: expected a finite eps > 0 (eps = 0 makes a parameter NaN where its gradient has been 0), "
+       "got 0"});
+  optim::AdamWOptions w;
+  w.eps = 0.0;
+  expect_error([&] { optim::AdamW(ps, w); }, {"AdamW: expected a finite eps > 0"});
+}
+
+// options is a public member like lr: a value written between steps is checked by step() before anything
+// changes. A NaN weight_decay made every parameter NaN (Adam), an inf one every parameter -inf (SGD).
+TEST(OptimErrors, OptionsWrittenBetweenStepsAreCheckedByStep) {
+  Tensor p = param({1.0, 2.0});
+  const std::vector<Tensor> ps{p};
+  set_grad(p, {1.0, 1.0});
+  optim::Adam adam(ps);
+  optim::SGD sgd(ps, {.lr = 0.1});
+  adam.options.weight_decay = NAN;
+  sgd.options.weight_decay = INFINITY;
+  expect_error([&] { adam.step(); }, {"Adam: expected a finite weight_decay >= 0, got nan"});
+  expect_error([&] { sgd.step(); }, {"SGD: expected a finite weight_decay >= 0, got inf"});
+  adam.options.weight_decay = 0;
+  adam.options.beta2 = 1.0;
+  expect_error([&] { adam.step(); }, {"Adam: expected 0 <= beta2 < 1, got 1"});
+  expect_values(p, {1.0, 2.0}, 0);
+  EXPECT_EQ(adam.state()[0].step, 0);
+  EXPECT_EQ(sgd.state()[0].step, 0);
+}
+
+// A step that fails on one parameter changes none: every gradient and buffer is checked first. Here the
+// second module was cast to f64 after the first step, so its f32 moments no longer fit; the first module's
+// parameters used to be updated (and every step count advanced) before the error.
+TEST(OptimState, AFailedStepChangesNothing) {
+  Generator gen(1);
+  auto first = std::make_shared<nn::Linear>(3, 2, true, gen);
+  auto second = std::make_shared<nn::Linear>(2, 1, true, gen);
+  nn::NamedTensors params;
+  for (auto& [n, t] : first->named_parameters()) params.emplace_back("first." + n, t);
+  for (auto& [n, t] : second->named_parameters()) params.emplace_back("second." + n, t);
+  for (const bool decoupled : {false, true}) {
+    SCOPED_TRACE(decoupled);
+    std::unique_ptr<optim::Optimizer> opt;
+    if (decoupled)
+      opt = std::make_unique<optim::AdamW>(params);
+    else
+      opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    auto grads_of_ones = [&] {
+      for (auto& [_, t] : params) t.set_grad(ones(t.shape(), t.dtype()));
+    };
+    nn::cast_(*second, DType::f32);  // both f32 at the first step
+    grads_of_ones();
+    opt->step();
+    nn::cast_(*second, DType::f64);
+    grads_of_ones();
+    const std::vector<double> w_before = first->weight.to_vector<double>();
+    try {
+      opt->step();
+      ADD_FAILURE() << "expected ng::Error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(
+          m.find(decoupled
+                     ? "AdamW.step: parameter 'second.weight' has exp_avg f32 (1, 2), expected f64 (1, 2)"
+                     : "SGD.step: parameter 'second.weight' has momentum_buffer f32 (1, 2), expected "
+                       "f64 (1, 2)"),
+          std::string::npos)
+          << m;
+    }
+    EXPECT_EQ(first->weight.to_vector<double>(), w_before);
+    for (const auto& s : opt->state()) EXPECT_EQ(s.step, 1);
+    nn::cast_(*second, DType::f32);
+  }
+}
+
+// state_dict() is a snapshot: a copy kept in memory (the best state so far) does not move with later steps.
+// Its moments were the live buffers, so after one more step it held step 1 beside step 2's moments.
+TEST(OptimState, StateDictIsASnapshot) {
+  Tensor p = param({1.0, 2.0});
+  optim::Adam opt(std::vector<Tensor>{p}, {.lr = 0.1});
+  set_grad(p, {1.0, 1.0});
+  opt.step();
+  const nn::NamedTensors snap = opt.state_dict();
+  opt.step();
+  for (auto& [name, t] : snap) {
+    if (name == "0.exp_avg") expect_values(t, {0.1, 0.1}, 1e-15);  // (1 - beta1) * g after one step
+    if (name == "0.step") EXPECT_EQ(t.to_vector<int64_t>()[0], 1);
+  }
+  expect_values(opt.state()[0].buffers.at("exp_avg"), {0.19, 0.19}, 1e-15);
+}
+
+// grad_norm and clip_grad_norm_ take f16 / bf16 gradients on the CPU as on a device (widened exactly); the
+// CPU path refused them, with an error naming clip_grad_norm_ even from grad_norm.
+TEST(ClipGradNorm, HalfGradientsAreWidened) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor a = zeros({2}, dt).requires_grad_();
+    a.set_grad(from_vector(std::vector<double>{3.0, 4.0}, Shape{2}, dt));
+    EXPECT_DOUBLE_EQ(optim::grad_norm({a}), 5.0);
+    EXPECT_NEAR(optim::clip_grad_norm_({a}, 1.0), 5.0, 0);
+    expect_values(a.grad(), {0.6, 0.8}, 4e-3);
   }
 }
 
