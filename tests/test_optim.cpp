@@ -351,7 +351,9 @@ TEST(OptimState, StateDictIsASnapshot) {
   opt.step();
   for (auto& [name, t] : snap) {
     if (name == "0.exp_avg") expect_values(t, {0.1, 0.1}, 1e-15);  // (1 - beta1) * g after one step
-    if (name == "0.step") EXPECT_EQ(t.to_vector<int64_t>()[0], 1);
+    if (name == "0.step") {
+      EXPECT_EQ(t.to_vector<int64_t>()[0], 1);
+    }
   }
   expect_values(opt.state()[0].buffers.at("exp_avg"), {0.19, 0.19}, 1e-15);
 }
