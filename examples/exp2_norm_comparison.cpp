@@ -150,7 +150,11 @@ static int run(int argc, char** argv) {
   std::string sample;
   if (task.name == "shakespeare" && results.back().nan_step < 0) {
     last->to(Device::cpu());  // sampling runs on the CPU
-    std::vector<int64_t> prompt = task.tokenizer.encode("\n");
+    // A newline starts the sample, as a new line of the play; a corpus without one starts from its first
+    // validation character instead (encoding "\n" failed there, after all four configs had trained).
+    const bool has_newline = task.tokenizer.vocab().find('\n') != std::string::npos;
+    std::vector<int64_t> prompt =
+        has_newline ? task.tokenizer.encode("\n") : std::vector<int64_t>{task.val_ids.front()};
     std::vector<int64_t> out = nn::generate(*last, prompt, 200, 0.8, 0, opt.seed);
     sample = task.tokenizer.decode(std::vector<int64_t>(out.end() - 200, out.end()));
     std::printf("\nSample from Pre-LN + RMSNorm (200 chars, temperature 0.8):\n%s\n", sample.c_str());
@@ -162,9 +166,12 @@ static int run(int argc, char** argv) {
   // run of one step, which cannot tell).
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> converged;
+  std::vector<std::string> grew;  // finished configs whose loss ended 20% or more above where it started
   for (size_t i = 0; i < kConfigs.size(); ++i) {
     const TrainResult& r = results[i];
     const auto [first, last] = head_tail_means(r.losses, 10, kFinalWindow);
+    if (r.nan_step < 0 && last >= 1.2 * first)
+      grew.push_back(kConfigs[i].name + " (" + num(first, 4) + " -> " + num(last, 4) + ")");
     const double fin = mean_last(r.losses, kFinalWindow);
     converged.push_back(r.nan_step >= 0 ? "no" : std::isnan(first) ? "-" : last < 0.8 * first ? "yes" : "no");
     rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale, 2), kConfigs[i].lesson, converged.back(),
@@ -251,10 +258,18 @@ static int run(int argc, char** argv) {
     md += "- Every config diverged: none has a final loss to rank.\n";
   else if (std::count(converged.begin(), converged.end(), "-") == std::ptrdiff_t(kConfigs.size()))
     md += "- One step is too few to tell whether any config converged.\n";
-  else if (std::count(converged.begin(), converged.end(), "yes") == 0)
+  else if (std::count(converged.begin(), converged.end(), "yes") == 0 && !grew.empty()) {
+    // Losses that blew up without reaching NaN (a learning rate far too high) did not "barely move".
+    md += "- No config converged, and the loss grew by 20% or more in ";
+    for (size_t k = 0; k < grew.size(); ++k) md += (k ? ", " : "") + grew[k];
+    md +=
+        " (mean of the first steps -> mean of the last): the comparisons below rank runs that went the wrong "
+        "way, not the norms.\n";
+  } else if (std::count(converged.begin(), converged.end(), "yes") == 0) {
     md +=
         "- No config converged (none got 20% below its starting loss), so the comparisons below rank "
         "losses that barely moved: read them as \"nothing learned\", not as a ranking of the norms.\n";
+  }
   if (results[0].nan_step >= 0)
     md += "- NoNorm diverged at step " + std::to_string(results[0].nan_step) + " (" + results[0].nan_what +
           "); the lesson says near step 500.\n";

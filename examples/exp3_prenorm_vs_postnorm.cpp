@@ -207,6 +207,13 @@ static int run(int argc, char** argv) {
       md += "\n";
       continue;
     }
+    if (std::isnan(pre.fell) || std::isnan(post.fell)) {
+      // One step: its loss was computed before any update, so both are the untrained models' losses.
+      md += "- " + std::to_string(layers) +
+            " layers: one step is too few to rank Pre-LN against Post-LN (the "
+            "loss of step 1 is the untrained model's).\n";
+      continue;
+    }
     md += "- " + std::to_string(layers) + " layers: Pre-LN final " + num(pre.final_loss, 4) + " (fell " +
           num(pre.fell, 3) + ", std " + num(pre.stability, 3) + "), Post-LN final " +
           num(post.final_loss, 4) + " (fell " + num(post.fell, 3) + ", std " + num(post.stability, 3) +
@@ -224,11 +231,13 @@ static int run(int argc, char** argv) {
     const Run& four = runs[p];
     const Run& eight = runs[p + 2];
     const std::string who = p == 0 ? "Pre-LN" : "Post-LN";
-    if (four.result.nan_step < 0 && eight.result.nan_step < 0)
+    if (four.result.nan_step >= 0 || eight.result.nan_step >= 0)
+      md += "- " + who + " at 4 and 8 layers: not compared, a run diverged.\n";
+    else if (std::isnan(four.fell) || std::isnan(eight.fell))
+      md += "- " + who + " at 4 and 8 layers: not compared, one step is too few.\n";
+    else
       md += "- Going from 4 to 8 layers changed " + who + "'s final loss by " +
             num(eight.final_loss - four.final_loss, 3) + ".\n";
-    else
-      md += "- " + who + " at 4 and 8 layers: not compared, a run diverged.\n";
   }
   if (pre_lr == post_lr)
     md += "- Both positions run at the same learning rate (" + num(pre_lr, 2) +

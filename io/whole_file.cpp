@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -55,7 +56,24 @@ void fail_next_folder_fsync(int err) {
 }
 }  // namespace testing
 
+void check_write_target(const std::string& path, const char* op) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  NG_CHECK(!fs::is_directory(path, ec), op, "cannot write '", path, "': it is a folder");
+  // The rename replaces whatever is at `path` by a regular file: a FIFO or a device node (as root,
+  // /dev/null) would have been replaced without a word. A symlink is replaced itself, never its target.
+  const fs::file_status st = fs::symlink_status(path, ec);
+  NG_CHECK(!fs::exists(st) || fs::is_regular_file(st) || fs::is_symlink(st), op, "cannot write '", path,
+           "': it is not a regular file (a device, pipe or socket), which the save would replace");
+}
+
 namespace {
+
+// The folder that holds `path` ("." for a bare name).
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
 
 // A fresh name beside `path` for its temporary file: this process's id, a count for its threads, and 64
 // random bits, so that no other writer (another process, or one of the same pid in another PID namespace
@@ -80,8 +98,7 @@ std::string temp_name(const std::string& path) {
 // make us write elsewhere) is never opened; another name is tried.
 std::string write_temp(const std::string& path, std::initializer_list<std::string_view> pieces,
                        const char* op) {
-  std::error_code ec;
-  NG_CHECK(!std::filesystem::is_directory(path, ec), op, "cannot write '", path, "': it is a folder");
+  check_write_target(path, op);
   std::string tmp;
   int fd = -1;
   for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
@@ -122,19 +139,20 @@ std::string write_temp(const std::string& path, std::initializer_list<std::strin
   return tmp;
 }
 
-// Steps 3 and 4: rename the temporary file over `path`, and fsync the folder so that the rename is on disk.
-// A folder that cannot be opened (no read permission) is skipped, as is one whose file system does not
-// fsync folders (EINVAL); any other fsync error (EIO) is reported: the new file is in place, but it may
-// not survive a crash.
-void commit_temp(const std::string& tmp, const std::string& path, const char* op) {
+// Step 3: rename the temporary file over `path` (on failure it is removed, and an ng::Error says why).
+void rename_temp(const std::string& tmp, const std::string& path, const char* op) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
     fail(op, "renaming '", tmp, "' to '", path, "' failed: ", why);
   }
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+// Step 4: fsync the folder of `path`, so that the rename is on disk. A folder that cannot be opened (no read
+// permission) is skipped, as is one whose file system does not fsync folders (EINVAL); any other fsync
+// error (EIO) is reported: the new file is in place, but it may not survive a crash.
+void fsync_folder_of(const std::string& path, const char* op) {
+  const int dfd = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return;
   int rc = ::fsync(dfd), err = errno;
   ::close(dfd);
@@ -158,15 +176,14 @@ void atomic_write_file(const std::string& path, std::string_view bytes, const ch
 
 void atomic_write_file(const std::string& path, std::initializer_list<std::string_view> pieces,
                        const char* op) {
-  commit_temp(write_temp(path, pieces, op), path, op);
+  rename_temp(write_temp(path, pieces, op), path, op);
+  fsync_folder_of(path, op);
 }
 
 void atomic_write_files(const std::vector<std::pair<std::string, std::string_view>>& files, const char* op) {
   // Nothing is renamed until every temporary file is written: a failure while writing (a full disk, a folder
   // where a file should go) removes the temporary files written so far and leaves every old file as it was.
-  std::error_code ec;
-  for (const auto& [path, _] : files)
-    NG_CHECK(!std::filesystem::is_directory(path, ec), op, "cannot write '", path, "': it is a folder");
+  for (const auto& [path, _] : files) check_write_target(path, op);
   std::vector<std::string> temps;
   try {
     for (const auto& [path, bytes] : files) temps.push_back(write_temp(path, {bytes}, op));
@@ -174,7 +191,21 @@ void atomic_write_files(const std::vector<std::pair<std::string, std::string_vie
     for (const std::string& t : temps) ::unlink(t.c_str());
     throw;
   }
-  for (size_t i = 0; i < files.size(); ++i) commit_temp(temps[i], files[i].first, op);
+  // Then every rename, back to back, and only then the folders' fsyncs (one per folder): a failed fsync
+  // used to stop the set after its first file, leaving the other temporary files behind and the folder
+  // with one new file beside the old run's others. A rename that fails removes the temporaries not yet
+  // renamed.
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      rename_temp(temps[i], files[i].first, op);
+    } catch (...) {
+      for (size_t k = i + 1; k < temps.size(); ++k) ::unlink(temps[k].c_str());
+      throw;
+    }
+  }
+  std::set<std::string> synced;
+  for (const auto& [path, _] : files)
+    if (synced.insert(folder_of(path)).second) fsync_folder_of(path, op);
 }
 
 }  // namespace ng::io

@@ -46,10 +46,18 @@ void atomic_write_file(const std::string& path, std::initializer_list<std::strin
 
 // Several files written as a set (a trainer's PNG, CSV, summary and command line): every temporary file is
 // written and fsynced before the first rename, so a failure while writing (a full disk, a folder in the
-// way) leaves all the old files as they were. The renames that follow are each atomic; the set as a whole
-// is not, but only a rename failing between two of them (no space is needed by then) could split it.
+// way) leaves all the old files as they were. The renames then follow back to back, and the folders are
+// fsynced after the last of them. Each rename is atomic; the set as a whole is not, but only a rename
+// failing between two of them (no space is needed by then) could split it, and then the temporary files
+// not yet renamed are removed.
 void atomic_write_files(const std::vector<std::pair<std::string, std::string_view>>& files,
                         const char* op = "save");
+
+// The check every write above makes before it writes anything, for callers that want to fail early (a
+// trainer, before hours of training): an ng::Error starting with `op` when `path` is a folder, or is
+// something other than a regular file or a symlink (a FIFO, a device node, a socket), which the rename
+// would replace.
+void check_write_target(const std::string& path, const char* op);
 
 namespace testing {
 // This thread's next temporary file's name ends in ".tmp.<suffix>" instead of a random one (to test that an

@@ -125,4 +125,21 @@ std::string format_tick(double v, Scale scale) {
   return buf;
 }
 
+std::vector<std::string> tick_labels(const std::vector<double>& ticks, Scale scale) {
+  std::vector<std::string> out;
+  for (double t : ticks) out.push_back(format_tick(t, scale));
+  auto distinct = [&] {
+    for (size_t i = 1; i < out.size(); ++i)
+      if (out[i] == out[i - 1]) return false;
+    return true;
+  };
+  for (int digits = 3; digits <= 17 && !distinct(); ++digits)
+    for (size_t i = 0; i < ticks.size(); ++i) {
+      char buf[40];
+      std::snprintf(buf, sizeof(buf), "%.*g", digits, ticks[i]);
+      out[i] = ticks[i] == 0 ? "0" : buf;
+    }
+  return out;
+}
+
 }  // namespace ng::plot

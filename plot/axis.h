@@ -35,5 +35,9 @@ double nice_step(double span, int target);
 
 // Short tick label: "0", "0.25", "1500", "1e-05", "2e+06". Same value, same text.
 std::string format_tick(double v, Scale scale);
+// The labels of an axis's ticks: format_tick's, unless two neighbours would read the same (a narrow range
+// far from 0, as [100000, 100010] gave "1e+05" six times); then every label gets the fewest significant
+// digits (%.Ng) that tell all the neighbours apart.
+std::vector<std::string> tick_labels(const std::vector<double>& ticks, Scale scale);
 
 }  // namespace ng::plot

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace ng::plot::detail {
 
@@ -12,7 +13,8 @@ Rect plot_area(const Rect& panel, const std::string& title, const std::string& x
   float bottom = panel.bottom() - kPad - text_height(kTickScale) - 6.0f -
                  (xlabel.empty() ? 0.0f : text_height(kLabelScale) + 6.0f);
   float tick_w = 0;
-  for (double t : y.ticks) tick_w = std::max(tick_w, text_width(format_tick(t, y.scale), kTickScale));
+  for (const std::string& s : tick_labels(y.ticks, y.scale))
+    tick_w = std::max(tick_w, text_width(s, kTickScale));
   float left = panel.x + kPad + tick_w + 8.0f + (ylabel.empty() ? 0.0f : text_height(kLabelScale) + 6.0f);
   float right = panel.right() - kPad - 10.0f;  // room for the last x tick label's second half
   return {left, top, std::max(right - left, 10.0f), std::max(bottom - top, 10.0f)};
@@ -24,28 +26,43 @@ void draw_frame(Canvas& c, const Rect& panel, const Frame& f, const std::string&
   c.fill_rect(a, colors::white);
 
   // Grid and y ticks.
-  for (double t : f.y.ticks) {
-    float y = float(f.py(t));
+  const std::vector<std::string> y_labels = tick_labels(f.y.ticks, f.y.scale);
+  for (size_t i = 0; i < f.y.ticks.size(); ++i) {
+    float y = float(f.py(f.y.ticks[i]));
     c.line(a.x, y, a.right(), y, 1.0f, colors::grid);
     c.line(a.x - 4, y, a.x, y, 1.0f, colors::axis);
-    std::string s = format_tick(t, f.y.scale);
+    const std::string& s = y_labels[i];
     float w = text_width(s, kTickScale);
     c.text(a.x - 7 - w, y - 0.5f * 7 * kTickScale, s, kTickScale, colors::text);
   }
   if (x_ticks) {
-    for (double t : f.x.ticks) {
-      float x = float(f.px(t));
+    const std::vector<std::string> x_labels = tick_labels(f.x.ticks, f.x.scale);
+    for (size_t i = 0; i < f.x.ticks.size(); ++i) {
+      float x = float(f.px(f.x.ticks[i]));
       c.line(x, a.y, x, a.bottom(), 1.0f, colors::grid);
       c.line(x, a.bottom(), x, a.bottom() + 4, 1.0f, colors::axis);
-      std::string s = format_tick(t, f.x.scale);
+      const std::string& s = x_labels[i];
       c.text(x - 0.5f * text_width(s, kTickScale), a.bottom() + 7, s, kTickScale, colors::text);
     }
   }
   c.stroke_rect(a, 1.0f, colors::axis);
 
   if (!title.empty()) {
-    float w = text_width(title, kTitleScale);
-    c.text(a.x + 0.5f * (a.w - w), panel.y + kPad, title, kTitleScale, colors::black);
+    // Centred over the plot area, but kept inside the panel: the plot area sits right of the y tick labels,
+    // so a long title over wide labels ran past the panel's right edge (and off the canvas). A title wider
+    // than the panel is drawn smaller, down to the font's own size, and then cut short with "...".
+    std::string shown = title;
+    float scale = kTitleScale, w = text_width(shown, scale);
+    const float room = panel.w - 2 * kPad;
+    while (w > room && scale > 1.05f) scale -= 0.1f, w = text_width(shown, scale);
+    if (w > room) {
+      while (!shown.empty() && text_width(shown + "...", scale) > room) shown.pop_back();
+      shown += "...";
+      w = text_width(shown, scale);
+    }
+    const float x = std::clamp(a.x + 0.5f * (a.w - w), panel.x + kPad,
+                               std::max(panel.x + kPad, panel.right() - kPad - w));
+    c.text(x, panel.y + kPad, shown, scale, colors::black);
   }
   if (!xlabel.empty()) {
     float w = text_width(xlabel, kLabelScale);
@@ -85,10 +102,14 @@ void draw_legend(Canvas& c, const Rect& area, const std::vector<LegendEntry>& en
   // Candidate places, in order of preference: the four corners, then the middle of each side (inset by
   // 6 pixels). Keep the first one that hides the fewest data points.
   float cx = area.x + 0.5f * (area.w - w), cy = area.y + 0.5f * (area.h - h);
-  Rect corners[8] = {{area.right() - 6 - w, area.y + 6, w, h},         {area.x + 6, area.y + 6, w, h},
-                     {area.right() - 6 - w, area.bottom() - 6 - h, w, h}, {area.x + 6, area.bottom() - 6 - h, w, h},
-                     {area.right() - 6 - w, cy, w, h},                 {area.x + 6, cy, w, h},
-                     {cx, area.y + 6, w, h},                           {cx, area.bottom() - 6 - h, w, h}};
+  Rect corners[8] = {{area.right() - 6 - w, area.y + 6, w, h},
+                     {area.x + 6, area.y + 6, w, h},
+                     {area.right() - 6 - w, area.bottom() - 6 - h, w, h},
+                     {area.x + 6, area.bottom() - 6 - h, w, h},
+                     {area.right() - 6 - w, cy, w, h},
+                     {area.x + 6, cy, w, h},
+                     {cx, area.y + 6, w, h},
+                     {cx, area.bottom() - 6 - h, w, h}};
   int best = 0;
   size_t best_count = SIZE_MAX;
   for (int i = 0; i < 8; ++i) {

@@ -3,6 +3,7 @@
 // so scaled text is anti-aliased like everything else. A quarter turn maps an axis-aligned quad to another
 // axis-aligned quad, which is how y-axis labels are drawn.
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "plot/canvas.h"
@@ -25,11 +26,28 @@ struct Quad {
   float x0, y0, x1, y1;
 };
 
+// The font has glyphs for ASCII 32..126 only, and stb_easy_font indexes its table with (char - 32): any
+// other byte (UTF-8's, as in "σ" or "µs", a tab, DEL) read outside the table. Each such character is
+// drawn as '?' instead: one '?' per UTF-8 sequence (its continuation bytes 0x80..0xBF are dropped).
+// '\n' is kept (the font starts a new line there).
+std::string drawable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n' || (c >= 32 && c <= 126))
+      out.push_back(ch);
+    else if ((c & 0xC0) != 0x80)
+      out.push_back('?');
+  }
+  return out;
+}
+
 std::vector<Quad> text_quads(const std::string& s) {
   std::vector<Quad> quads;
   if (s.empty()) return quads;
-  std::vector<char> buffer(s.size() * 2048 + 256);  // 64 bytes per quad, at most ~20 quads per glyph
-  std::string copy = s;                             // stb_easy_font takes a non-const char*
+  std::string copy = drawable(s);                      // stb_easy_font takes a non-const char*
+  std::vector<char> buffer(copy.size() * 2048 + 256);  // 64 bytes per quad, at most ~20 quads per glyph
   int n = stb_easy_font_print(0, 0, copy.data(), nullptr, buffer.data(), int(buffer.size()));
   for (int q = 0; q < n; ++q) {
     const float* v0 = reinterpret_cast<const float*>(buffer.data() + (q * 4 + 0) * 16);
@@ -44,7 +62,7 @@ std::vector<Quad> text_quads(const std::string& s) {
 
 float text_width(const std::string& s, float scale) {
   if (s.empty()) return 0;
-  std::string copy = s;
+  std::string copy = drawable(s);
   return float(stb_easy_font_width(copy.data()) - 1) * scale;
 }
 

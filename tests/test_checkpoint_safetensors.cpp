@@ -1,6 +1,7 @@
 // io/safetensors: round trip of every dtype, a file written by Python's safetensors, every kind of bad
 // file (each with its message), and the atomic write.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -282,6 +283,66 @@ TEST(Safetensors, FolderFsyncErrorsAreReportedUnlessTheFolderCannotBeSynced) {
   }
   io::save_safetensors(path, {{"w", full({4}, 3.0)}});  // the fault fired once each time
   EXPECT_EQ(io::load_safetensors(path).tensors[0].second.to_vector<double>(), (std::vector<double>(4, 3.0)));
+}
+
+// A set of files (a trainer's PNG, CSV, summary, command line) whose folder fsync fails: every file of the
+// set is the new one and no temporary file is left. The fsync used to follow the first rename, so its
+// error left the other three temporaries behind and the old run's three files beside the new PNG.
+TEST(Safetensors, AFailedFolderFsyncLeavesTheWholeSetWrittenAndNoTemporaries) {
+  const std::string dir = temp_dir() + "/set_fsync";
+  fs::create_directories(dir);
+  const std::vector<std::string> names = {"a.png", "a.csv", "a.md", "a.cmd.txt"};
+  for (const std::string& n : names) io::atomic_write_file(dir + "/" + n, std::string("old"), "test");
+  std::vector<std::pair<std::string, std::string_view>> files;
+  for (const std::string& n : names) files.emplace_back(dir + "/" + n, "new");
+  io::testing::fail_next_folder_fsync(EIO);
+  try {
+    io::atomic_write_files(files, "Report");
+    FAIL() << "expected the folder's fsync error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("Report: '" + dir + "/a.png' is written, but fsync of its folder failed"),
+        std::string::npos)
+        << e.what();
+  }
+  size_t entries = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    ++entries;
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+  EXPECT_EQ(entries, names.size());
+  for (const std::string& n : names) EXPECT_EQ(io::read_whole_file(dir + "/" + n, "test"), "new") << n;
+}
+
+// A FIFO or a device node at the path is refused before anything is written: the rename would have
+// replaced it by a regular file (as root, /dev/null with a checkpoint). A symlink is still replaced itself.
+TEST(Safetensors, SavesRefuseToReplaceWhatIsNotARegularFile) {
+  const std::string dir = temp_dir() + "/special";
+  fs::create_directories(dir);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (int set = 0; set < 2; ++set) {
+    try {
+      if (set)
+        io::atomic_write_files({{dir + "/ok.csv", "x"}, {fifo, "y"}}, "Report");
+      else
+        io::save_safetensors(fifo, {{"w", full({4}, 1.0)}});
+      ADD_FAILURE() << "expected ng::Error";
+    } catch (const Error& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("cannot write '" + fifo +
+                                     "': it is not a regular file (a device, pipe or socket), which the "
+                                     "save would replace"),
+          std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(fs::is_fifo(fifo));
+    EXPECT_FALSE(fs::exists(dir + "/ok.csv"));  // nothing of the set was written
+  }
+  fs::create_symlink(dir + "/target", dir + "/link");
+  io::atomic_write_file(dir + "/link", std::string("z"), "test");
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir + "/link")));
+  EXPECT_FALSE(fs::exists(dir + "/target"));
 }
 
 TEST(Safetensors, FailedWriteLeavesTheOldFileIntact) {

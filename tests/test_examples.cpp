@@ -181,12 +181,13 @@ TEST(ExamplesReport, WritesNothingUntilWriteAllThenAllFourFiles) {
 
   // The four go as a set: when the last cannot be written (here a folder stands where the summary goes),
   // the other three keep the previous run's bytes, and no temporary file is left.
+  // The folder appears during the run: a Report made before it passed its own check.
+  Report fourth(o, "r", 3, argv1);
   fs::remove(dir / "r.md");
   fs::create_directory(dir / "r.md");
   std::vector<std::string> kept;
   for (const std::string e : {"png", "csv", "cmd.txt"}) kept.push_back(slurp(dir / ("r." + e)));
   fig.panels[0] = ng::plot::LineChart{.title = "loss", .series = {{.label = "c", .y = {9.0, 8.0}}}};
-  Report fourth(o, "r", 3, argv1);
   fourth.add_figure(fig);
   try {
     fourth.write_all("fourth summary");
@@ -199,6 +200,16 @@ TEST(ExamplesReport, WritesNothingUntilWriteAllThenAllFourFiles) {
   files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) ++files, (void)entry;
   EXPECT_EQ(files, 4u);
+  // A folder already there when the run starts is refused by the Report's constructor, before any training.
+  try {
+    Report fifth(o, "r", 3, argv1);
+    ADD_FAILURE() << "expected ng::Error";
+  } catch (const ng::Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("Report: cannot write '" + (dir / "r.md").string() + "': it is a folder"),
+        std::string::npos)
+        << e.what();
+  }
   fs::remove_all(dir);
 }
 
@@ -347,8 +358,17 @@ TEST(ExamplesPrograms, BadFlagsExitWithUsage) {
   EXPECT_NE(err.find("--steps"), std::string::npos) << err;
   EXPECT_EQ(run(exe + out + " --no-such-flag", err, dir), 2);
   EXPECT_NE(err.find("--no-such-flag"), std::string::npos) << err;
-  EXPECT_EQ(run(exe + out + " --data " + (dir / "missing.txt").string(), err, dir), 2);
+  // A folder that exists but cannot be written in (sysfs takes no new files, even from root): a usage error
+  // now, where it used to be found when the run's files were written, after the whole run.
+  EXPECT_EQ(run(exe + " --out /sys", err, dir), 2);
+  EXPECT_NE(err.find("--out: cannot write in folder '/sys': "), std::string::npos) << err;
+#ifdef NG_EXP2_NORM_COMPARISON_PATH
+  // exp2 reads --data: an unreadable one is a usage error (exp1 ignores it: Exp1SaysWhichFlagsDoNotApply).
+  EXPECT_EQ(run(std::string(NG_EXP2_NORM_COMPARISON_PATH) + out + " --data " + (dir / "missing.txt").string(),
+                err, dir),
+            2);
   EXPECT_NE(err.find("--data: cannot read"), std::string::npos) << err;
+#endif
   fs::remove_all(dir);
 }
 
@@ -408,6 +428,17 @@ TEST(ExamplesPrograms, Exp1SaysWhichFlagsDoNotApply) {
         << flag << ": " << err;
   EXPECT_EQ(err.find("note: --save"), std::string::npos) << "--save was not given: " << err;
   EXPECT_TRUE(fs::exists(dir / "out" / "gradient_vanishing.png"));
+  // An ignored flag's value is not checked either: a --data or --resume that does not exist stopped the run
+  // with a usage error, while --help said the flags do not apply.
+  ASSERT_EQ(run(exe + " --threads 2 --data " + (dir / "missing.txt").string() + " --resume " +
+                    (dir / "missing.safetensors").string() + " --out " + (dir / "out2").string(),
+                err, dir),
+            0)
+      << err;
+  for (const char* flag : {"--data", "--resume"})
+    EXPECT_NE(err.find(std::string("note: ") + flag + " does not apply to this experiment"),
+              std::string::npos)
+        << flag << ": " << err;
   const int status = std::system((exe + " --help > " + (dir / "help.txt").string()).c_str());
   EXPECT_EQ(WEXITSTATUS(status), 0);
   const std::string help = slurp(dir / "help.txt");
@@ -433,6 +464,13 @@ TEST(ExamplesPrograms, Exp3LearningRateFlagsReachTheRunsAndTheSummary) {
   std::string md = slurp(dir / "default" / "prenorm_vs_postnorm.md");
   EXPECT_NE(md.find("| Post-LN 8L | 0.0001 |"), std::string::npos) << md;
   EXPECT_NE(md.find("(Pre-LN 0.001, Post-LN 0.0001, 10x), the lesson's recipe"), std::string::npos) << md;
+  // One step ranks nothing: its loss is the untrained model's (the summary used to say which position "ends
+  // lower" from it).
+  EXPECT_NE(md.find("- 4 layers: one step is too few to rank Pre-LN against Post-LN"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- Pre-LN at 4 and 8 layers: not compared, one step is too few."), std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("ends lower"), std::string::npos) << md;
 
   ASSERT_EQ(run(exe + (dir / "same").string() + " --post-lr 1e-3", err, dir), 0) << err;
   md = slurp(dir / "same" / "prenorm_vs_postnorm.md");

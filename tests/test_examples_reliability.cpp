@@ -10,6 +10,8 @@
 // count is the point: one thread per run keeps them quick when ctest runs several tests at once.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +109,76 @@ TEST(TrainerDivergence, Exp2ComparesOnlyConfigsThatFinished) {
   for (const char* wrong :
        {"Pre-LN beat", "did NOT beat", "1e+300", "Best final loss", "No config converged"})
     EXPECT_FALSE(contains(md, wrong)) << wrong << "\n" << md;
+  fs::remove_all(dir);
+}
+
+// --lr-scale 1e6: NoNorm diverges at step 2 and the other three blow up without reaching NaN. The summary
+// says their loss grew, instead of calling the runs losses "that barely moved".
+TEST(TrainerDivergence, Exp2SaysWhenTheLossGrew) {
+  const fs::path dir = temp_dir("grew");
+  const RunResult r =
+      run(std::string(NG_EXP2_NORM_COMPARISON_PATH) +
+              " --steps 6 --task copy --threads 1 --quiet --lr-scale 1e6 --out " + (dir / "out").string(),
+          dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string md = slurp(dir / "out" / "norm_comparison.md");
+  EXPECT_TRUE(
+      contains(md, "- No config converged, and the loss grew by 20% or more in Post-LN + LayerNorm ("))
+      << md;
+  EXPECT_TRUE(contains(md, "the comparisons below rank runs that went the wrong way, not the norms.")) << md;
+  EXPECT_FALSE(contains(md, "barely moved")) << md;
+  fs::remove_all(dir);
+}
+
+// What would make the run's end fail is found before the first step: a folder where one of the four files
+// goes, and a --save path that is a FIFO (which the checkpoint's rename would have replaced). Both used to
+// train every config first.
+TEST(TrainerOutputs, Exp2OutputProblemsFailBeforeAnyTraining) {
+  const fs::path dir = temp_dir("outputs");
+  const std::string exe =
+      std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --steps 2 --task copy --threads 1 --quiet --out ";
+  const fs::path out = dir / "out";
+  fs::create_directories(out / "norm_comparison.csv");
+  RunResult r = run(exe + out.string(), dir);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_TRUE(contains(
+      r.err, "error: Report: cannot write '" + (out / "norm_comparison.csv").string() + "': it is a folder"))
+      << r.err;
+  EXPECT_FALSE(contains(r.out, "final loss")) << r.out;
+  fs::remove_all(out);
+
+  const fs::path fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  r = run(exe + out.string() + " --save " + fifo.string(), dir);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: --save: cannot write '" + fifo.string() +
+                                  "': it is not a regular file (a device, pipe or socket)"))
+      << r.err;
+  EXPECT_FALSE(contains(r.out, "final loss")) << r.out;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  fs::remove_all(dir);
+}
+
+// A corpus without a newline trains and samples (the sample's prompt was "\n", whose encoding failed after
+// all four configs had trained); a corpus of one distinct byte is refused before training.
+TEST(TrainerOutputs, Exp2CorporaWithoutANewlineOrWithOneByte) {
+  const fs::path dir = temp_dir("corpora");
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "to be or not ";
+  write_file(dir / "no_newline.txt", text);
+  write_file(dir / "one_byte.txt", std::string(3000, 'a'));
+  const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --steps 2 --threads 1 --quiet";
+  RunResult r =
+      run(exe + " --data " + (dir / "no_newline.txt").string() + " --out " + (dir / "a").string(), dir);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "Sample from Pre-LN + RMSNorm")) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "a" / "norm_comparison.md"));
+  r = run(exe + " --data " + (dir / "one_byte.txt").string() + " --out " + (dir / "b").string(), dir);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: LMTask::shakespeare: " + (dir / "one_byte.txt").string() +
+                                  " has 1 distinct byte, expected at least 2"))
+      << r.err;
+  EXPECT_FALSE(contains(r.out, "final loss")) << r.out;
   fs::remove_all(dir);
 }
 

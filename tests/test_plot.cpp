@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/whole_file.h"
+#include "plot/frame.h"
 #include "plot/plot.h"
 #include "tensor/error.h"
 
@@ -357,4 +358,66 @@ TEST(PlotErrors, BadInputIsRefusedWithAClearMessage) {
   expect_error([&] { write_png("/nonexistent_dir_normgrad/x.png", img); },
                "cannot write '/nonexistent_dir_normgrad/x.png'");
   expect_error([] { Canvas(0, 10); }, "size must be in [1, 16384]");
+}
+
+// Text outside the font's ASCII 32..126 (UTF-8 "σ", a tab) is drawn as '?', one per character: stb_easy_font
+// indexed its glyph table with (byte - 32), out of bounds (UBSan: index -81), and measured garbage widths.
+TEST(PlotCanvas, CharactersOutsideTheFontAreDrawnAsQuestionMarks) {
+  EXPECT_EQ(text_width("\xcf\x83 before norm", 1.0f), text_width("? before norm", 1.0f));
+  EXPECT_EQ(text_width("a\tb\x7f", 2.0f), text_width("a?b?", 2.0f));
+  Canvas a(120, 20, 3), b(120, 20, 3);
+  a.text(2, 2, "\xc2\xb5s per step", 1.0f, colors::black);
+  b.text(2, 2, "?s per step", 1.0f, colors::black);
+  Image ia = a.resolve(), ib = b.resolve();
+  for (int y = 0; y < 20; ++y)
+    for (int x = 0; x < 120; ++x) ASSERT_EQ(ia.at(x, y), ib.at(x, y)) << x << ", " << y;
+}
+
+// Neighbouring ticks never read the same: [100000, 100010] gave "1e+05" six times. The labels then carry
+// just enough digits; ordinary axes keep format_tick's short labels.
+TEST(PlotAxis, TickLabelsTellNeighboursApart) {
+  for (const auto& [lo, hi] : {std::pair{100000.0, 100010.0}, std::pair{2.5, 2.50001}}) {
+    const Axis ax = make_axis(Scale::Linear, lo, hi);
+    const std::vector<std::string> labels = tick_labels(ax.ticks, ax.scale);
+    ASSERT_EQ(labels.size(), ax.ticks.size());
+    for (size_t i = 1; i < labels.size(); ++i) EXPECT_NE(labels[i], labels[i - 1]) << lo << ": " << labels[i];
+  }
+  const Axis ax = make_axis(Scale::Linear, 100000, 100010);
+  EXPECT_EQ(tick_labels(ax.ticks, ax.scale).front(), "100000");
+  const Axis plain = make_axis(Scale::Linear, 0, 1000);
+  const std::vector<std::string> labels = tick_labels(plain.ticks, plain.scale);
+  for (size_t i = 0; i < labels.size(); ++i) EXPECT_EQ(labels[i], format_tick(plain.ticks[i], plain.scale));
+}
+
+// A panel's title stays inside its panel: centred over the plot area, which sits right of the y tick labels,
+// a long title over wide labels ran past the panel's right edge (onto its neighbour, or off the canvas).
+// Two titles: one a little narrower than the panel but wider than the plot area (drawn at full size, moved
+// left), one far wider than the panel (drawn smaller, then cut short).
+TEST(PlotLineChart, TitleStaysInsideItsPanel) {
+  const Rect panel{0, 0, 300, 200};
+  std::string fits = "Stability";
+  while (text_width(fits + "x", detail::kTitleScale) < panel.w - 2 * detail::kPad - 2) fits += "x";
+  for (const std::string& title : {fits, std::string("Post-LN 8 layers: std of the last 100 losses (lower is "
+                                                     "flatter)")}) {
+    SCOPED_TRACE(title);
+    LineChart c;
+    c.legend = false;
+    c.title = title;
+    c.series.push_back(
+        {.label = "", .x = {0, 10}, .y = {-0.0003, 0.0003}, .color = colors::blue, .width = 1});
+    ASSERT_GT(text_width(fits, detail::kTitleScale), line_chart_frame(c, panel).area.w);  // it would overflow
+    Canvas canvas(400, 200);
+    draw(canvas, panel, c);
+    Image img = canvas.resolve();
+    int outside = 0;
+    for (int y = 0; y < 40; ++y)
+      for (int x = 300; x < 400; ++x)
+        if (img.at(x, y).r < 200) ++outside;
+    EXPECT_EQ(outside, 0);
+    int inside = 0;  // and the title is drawn
+    for (int y = 0; y < 40; ++y)
+      for (int x = 0; x < 300; ++x)
+        if (img.at(x, y).r < 100) ++inside;
+    EXPECT_GT(inside, 100);
+  }
 }

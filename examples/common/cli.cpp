@@ -1,8 +1,13 @@
 // Common flags: registration, parsing, and the checks CLI11 cannot do on its own. See cli.h.
 #include "examples/common/cli.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 
 #include "tensor/error.h"
 
@@ -85,9 +90,30 @@ Device require_device(const std::string& name) {
   return d;
 }
 
+namespace {
+constexpr const char* kUnused = "does not apply to this experiment";
+
+bool flag_unused(const CLI::App& app, const std::string& flag) {
+  const CLI::Option* o = app.get_option_no_throw(flag);
+  return o != nullptr && o->get_description().rfind(kUnused, 0) == 0;
+}
+
+// "" when a new file can be made in `folder`, else why not: a file is created there (O_EXCL, a name no one
+// else uses) and removed again.
+std::string folder_write_error(const std::string& folder) {
+  const std::string probe =
+      (std::filesystem::path(folder) / (".normgrad_write_probe." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+}  // namespace
+
 void mark_flags_unused(CLI::App& app, const std::vector<std::string>& flags, const std::string& why) {
   for (const std::string& flag : flags)
-    app.get_option(flag)->description("does not apply to this experiment (" + why + ")");
+    app.get_option(flag)->description(std::string(kUnused) + " (" + why + ")");
 }
 
 void note_unused_flags(const CLI::App& app, const std::vector<std::string>& flags, const std::string& why) {
@@ -119,14 +145,20 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptio
     if (app.count(flag) > 0 && value->empty())  // `--save ""` wrote no checkpoint, and said nothing
       return usage_error(app, std::string(flag) + ": expected a path, got an empty one");
   o.data_given = app.count("--data") > 0;
-  if (o.data_given && !readable_file(o.data))
+  // A flag the experiment ignores (mark_flags_unused) is not checked: --help says it does not apply, and
+  // note_unused_flags says it was ignored, so its value must not stop the run.
+  if (o.data_given && !flag_unused(app, "--data") && !readable_file(o.data))
     return usage_error(app, "--data: cannot read '" + o.data + "' (get it with scripts/get_data.sh)");
-  if (!o.resume.empty() && !readable_file(o.resume))
+  if (!o.resume.empty() && !flag_unused(app, "--resume") && !readable_file(o.resume))
     return usage_error(app, "--resume: cannot read '" + o.resume + "'");
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
   if (ec || !std::filesystem::is_directory(o.out))
     return usage_error(app, "--out: cannot create folder '" + o.out + "': " + ec.message());
+  // A folder that exists but cannot be written to (read-only, another user's, a read-only file system) was
+  // found only when the run's files were written, after all the training.
+  if (const std::string why = folder_write_error(o.out); !why.empty())
+    return usage_error(app, "--out: cannot write in folder '" + o.out + "': " + why);
   if (o.threads > 0) ng::set_num_threads(o.threads);
   if (o.detect_anomaly) ng::set_anomaly_enabled(true);  // for the whole run (autograd/anomaly.h)
   return std::nullopt;

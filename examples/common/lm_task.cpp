@@ -24,6 +24,10 @@ LMTask LMTask::shakespeare(const std::string& path) {
   t.name = "shakespeare";
   t.tokenizer = nn::CharTokenizer::from_corpus(text);
   t.vocab = t.tokenizer.vocab_size();
+  // One distinct byte makes every loss 0 from the start (nothing to predict), and the plots' uniform-guess
+  // line ln V = 0 has no place on their log axis: refused before any training.
+  NG_CHECK(t.vocab >= 2, "LMTask::shakespeare", path, " has ", t.vocab,
+           " distinct byte, expected at least 2 for a language model to predict");
   std::vector<int64_t> ids = t.tokenizer.encode(text);
   size_t split = ids.size() * 9 / 10;
   t.train_ids.assign(ids.begin(), ids.begin() + long(split));
@@ -188,6 +192,7 @@ void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, 
     const fs::path path(save), dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
     std::error_code ec;
     NG_CHECK(!fs::is_directory(path, ec), "--save", "expected a file path, got the folder ", save);
+    io::check_write_target(save, "--save");  // a FIFO or device node: found now, not after the training
     NG_CHECK(fs::is_directory(dir, ec), "--save", "expected an existing folder for ", save, ", but ",
              dir.string(), " is not one");
     NG_CHECK(::access(dir.c_str(), W_OK) == 0, "--save", "cannot write in the folder ", dir.string(), " (",

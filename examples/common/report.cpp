@@ -145,6 +145,9 @@ Report::Report(const CommonOptions& o, std::string name, int argc, char** argv)
       threads_(num_threads()),
       start_(std::chrono::steady_clock::now()) {
   std::filesystem::create_directories(out_);
+  // Refused now, before the run trains, rather than in write_all at its end: a folder or a FIFO where one
+  // of the four files goes.
+  for (const std::string& f : files()) io::check_write_target(f, "Report");
 }
 
 std::string Report::path(const std::string& ext) const {
