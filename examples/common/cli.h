@@ -48,9 +48,9 @@ struct CommonOptions {
 void add_common_flags(CLI::App& app, CommonOptions& options);
 
 // Parse argv. On success: applies --threads, creates --out, and returns nullopt (carry on). On --help:
-// prints usage, returns 0. On a bad flag, a bad value, an unreadable --data, or an --out that cannot be
-// created: prints the reason and the usage to stderr and returns 2. main() does `if (auto rc = ...) return
-// *rc;`
+// prints usage, returns 0. On a bad flag, a bad value, an unreadable --data or --resume (unless the
+// experiment marked the flag unused), or an --out that cannot be created or written in: prints the reason
+// and the usage to stderr and returns 2. main() does `if (auto rc = ...) return *rc;`
 std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptions& options);
 
 // Run a trainer's body and turn an escaping ng::Error (a bad file; under --detect-anomaly, an anomaly outside
