@@ -1,12 +1,12 @@
 // Common flags: registration, parsing, and the checks CLI11 cannot do on its own. See cli.h.
 #include "examples/common/cli.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "tensor/error.h"
@@ -98,12 +98,11 @@ bool flag_unused(const CLI::App& app, const std::string& flag) {
   return o != nullptr && o->get_description().rfind(kUnused, 0) == 0;
 }
 
-// "" when a new file can be made in `folder`, else why not: a file is created there (O_EXCL, a name no one
-// else uses) and removed again.
+// "" when a new file can be made in `folder`, else why not: a file is created there (mkstemp: O_EXCL under a
+// fresh name, so a leftover of an earlier probe never gets in the way) and removed again.
 std::string folder_write_error(const std::string& folder) {
-  const std::string probe =
-      (std::filesystem::path(folder) / (".normgrad_write_probe." + std::to_string(::getpid()))).string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  std::string probe = (std::filesystem::path(folder) / ".normgrad_write_probe.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
   if (fd < 0) return std::strerror(errno);
   ::close(fd);
   ::unlink(probe.c_str());
