@@ -169,7 +169,8 @@ TEST(ErrorsModules, TinyLMConfigIntegersAreIntegers) {
       {"n_layers", "9223372036854775808", "key 'n_layers' is out of range: 9223372036854775808"},
   };
   for (const auto& [key, value, expected] : cases) {
-    const std::string msg = error_of([&] { nn::TinyLMConfig::from_json(with(key, value)); });
+    const std::string text = with(key, value);  // (clang 14 cannot capture a structured binding)
+    const std::string msg = error_of([&] { nn::TinyLMConfig::from_json(text); });
     EXPECT_TRUE(has(msg, "TinyLMConfig::from_json: " + expected)) << msg;
   }
   EXPECT_EQ(nn::TinyLMConfig::from_json(with("seed", "18446744073709551615")).seed, 18446744073709551615ull);
