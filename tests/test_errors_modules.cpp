@@ -175,3 +175,43 @@ TEST(ErrorsModules, TinyLMConfigIntegersAreIntegers) {
   }
   EXPECT_EQ(nn::TinyLMConfig::from_json(with("seed", "18446744073709551615")).seed, 18446744073709551615ull);
 }
+
+// Norm modules (stop 43's reading of nn/norms): an RMSNorm without a weight never compared x with dim; an
+// InstanceNorm momentum written after construction (NaN, 2) went into the running statistics; an empty
+// batch was called a lack of spatial elements; a BatchNorm batch that was refused still counted.
+TEST(ErrorsModules, NormModulesCheckWhatTheirFieldsAndInputsPromise) {
+  nn::RMSNorm plain(4, 1e-5, /*elementwise_affine=*/false);
+  EXPECT_TRUE(has(error_of([&] {
+                    plain.forward(zeros({2, 5}));
+                  }),
+                  "RMSNorm: expected x of shape (*, 4), got (2, 5)"));
+
+  nn::InstanceNorm1d inst(3, 1e-5, 0.1, false, true);
+  inst.train();
+  for (double bad : {double(NAN), 2.0}) {
+    inst.momentum = bad;
+    EXPECT_TRUE(has(error_of([&] {
+                      inst.forward(ones({2, 3, 5}));
+                    }),
+                    "InstanceNorm1d: expected momentum in [0, 1]"));
+  }
+  EXPECT_EQ(inst.running_mean.to_vector<double>(), std::vector<double>(3, 0.0));
+  inst.momentum = 0.1;
+  EXPECT_TRUE(
+      has(error_of([&] {
+            inst.forward(zeros({0, 3, 5}));
+          }),
+          "InstanceNorm1d: expected at least one sample to update the running statistics when training, "
+          "got input of shape (0, 3, 5)"));
+
+  nn::BatchNorm1d bn(3);
+  bn.train();
+  EXPECT_TRUE(has(error_of([&] {
+                    bn.forward(ones({1, 3}));
+                  }),
+                  "expected more than 1 value per channel when training"));
+  EXPECT_EQ(bn.num_batches_tracked.to_vector<int64_t>(), std::vector<int64_t>{0});
+  Generator gen(1);
+  bn.forward(randn({4, 3}, gen));
+  EXPECT_EQ(bn.num_batches_tracked.to_vector<int64_t>(), std::vector<int64_t>{1});
+}

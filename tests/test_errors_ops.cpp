@@ -59,7 +59,10 @@ TEST(ErrorsOps, BinaryOpsRejectShapesThatDoNotBroadcast) {
 
 TEST(ErrorsOps, InPlaceAddRejectsAnOperandThatCannotExpandToSelf) {
   Tensor self = zeros({2, 3});
-  EXPECT_ERROR(add_(self, ones({3, 3})), "expand", "(3, 3)", "(2, 3)");
+  EXPECT_ERROR(add_(self, ones({3, 3})),
+               "add_: other of shape (3, 3) cannot be broadcast to self's shape (2, 3)");
+  EXPECT_ERROR(add_(self, ones({3, 2, 3})),
+               "add_: other of shape (3, 2, 3) cannot be broadcast to self's shape (2, 3)");
   // And the failed call changed nothing.
   EXPECT_EQ(self.to_vector<double>(), std::vector<double>(6, 0.0));
 }
@@ -153,4 +156,50 @@ TEST(ErrorsOps, CopyAcrossDevicesWithoutABackendIsAnError) {
   // Reading a tensor that is not on the CPU copies it there first; with no backend that is refused too.
   Tensor gpu = fake_cuda({2});
   EXPECT_ERROR(gpu.to_vector<float>(), "to: cannot move a tensor from cuda:0 to cpu");
+}
+
+// Found by reading nn/norms and tensor/ops (stop 43): each gave a silent NaN or inf, accepted a bad dim, or
+// named the wrong op.
+TEST(ErrorsOps, NormsRefuseAnEpsThatRoundsToZeroAndABadRunningState) {
+  // eps = 1e-50 is > 0 in double but 0 in the f32 arithmetic of f32/f16/bf16 inputs: a constant row's
+  // 1/sqrt(0 + 0) was inf, its output NaN. f64 inputs keep it.
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    EXPECT_ERROR(F::layer_norm(full({2, 4}, 3.0, dt), {4}, {}, {}, 1e-50),
+                 "layer_norm: eps 1e-50 rounds to 0 in the f32 arithmetic of a", dtype_name(dt));
+    EXPECT_ERROR(F::rms_norm(zeros({2, 4}, dt), {}, 1e-50), "rms_norm: eps 1e-50 rounds to 0");
+    EXPECT_ERROR(F::group_norm(zeros({2, 4, 3}, dt), 2, {}, {}, 1e-50), "group_norm: eps 1e-50 rounds to 0");
+    EXPECT_ERROR(F::batch_norm(zeros({2, 4}, dt), {}, {}, {}, {}, true, 0.1, 1e-50),
+                 "batch_norm: eps 1e-50 rounds to 0");
+  }
+  const std::vector<double> y =
+      F::layer_norm(full({2, 4}, 3.0, DType::f64), {4}, {}, {}, 1e-50).to_vector<double>();
+  EXPECT_EQ(y, std::vector<double>(8, 0.0));
+  // Eval mode divides by sqrt(running_var + eps): a negative or NaN variance, or a NaN mean, gave NaN.
+  const Tensor x = ones({3, 2});
+  EXPECT_ERROR(
+      F::batch_norm(x, zeros({2}), from_vector(std::vector<double>{1.0, -2.0}, Shape{2}), {}, {}, false),
+      "batch_norm: running_var[1] is -2: expected a finite variance >= 0");
+  EXPECT_ERROR(
+      F::batch_norm(x, zeros({2}), from_vector(std::vector<double>{NAN, 1.0}, Shape{2}), {}, {}, false),
+      "batch_norm: running_var[0] is nan");
+  EXPECT_ERROR(F::batch_norm(x, full({2}, NAN), ones({2}), {}, {}, false),
+               "batch_norm: running_mean[0] is nan: expected a finite mean");
+}
+
+TEST(ErrorsOps, SoftmaxOfAScalarTakesDimMinusOneOrZeroOnly) {
+  EXPECT_EQ(softmax(scalar_tensor(2.0), 0).item(), 1.0);
+  EXPECT_EQ(log_softmax(scalar_tensor(2.0), -1).item(), 0.0);
+  EXPECT_ERROR(softmax(scalar_tensor(2.0), 5), "softmax: dim 5 is out of range for a tensor with 0 dims");
+  EXPECT_ERROR(log_softmax(scalar_tensor(2.0), -7), "log_softmax: dim -7 is out of range");
+}
+
+TEST(ErrorsOps, MaskedFillRefusesAFiniteValueItsDtypeCannotHold) {
+  EXPECT_ERROR(masked_fill(zeros({3}, DType::f16), ones({3}), 1e10),
+               "masked_fill: value 1e+10 overflows f16 (it would be written as inf)");
+  EXPECT_ERROR(masked_fill(zeros({3}), ones({3}), 1e300), "masked_fill: value 1e+300 overflows f32");
+  // inf and NaN are fills of their own (an attention mask's -inf), and 6e4 fits f16.
+  EXPECT_TRUE(std::isinf(masked_fill(zeros({1}, DType::f16), ones({1}), -INFINITY).item()));
+  EXPECT_EQ(masked_fill(zeros({1}, DType::f16), ones({1}), 6e4).item(), 60000.0);
+  EXPECT_TRUE(
+      std::isfinite(masked_fill(zeros({1}, DType::bf16), ones({1}), 1e30).item()));  // bf16 reaches 3.4e38
 }

@@ -15,16 +15,17 @@ TEST(Elementwise, ForwardHandComputed) {
   EXPECT_EQ(maximum(a, b).to_vector<double>(), (std::vector<double>{2, 0.5, 4}));
   EXPECT_EQ(minimum(a, b).to_vector<double>(), (std::vector<double>{1, -2, -4}));
   {
-    // A NaN is passed on, and its input gets the gradient (both, where both are NaN), as in PyTorch. The
-    // gradient went to the other input (b's weight was 1 - a's).
+    // A NaN is passed on, and where either input is NaN both get the whole gradient, as in PyTorch
+    // (torch.maximum(nan, 1).backward() gives 1 and 1). Until stop 42 the gradient went to the other input
+    // only (b's weight was 1 - a's); stop 42 gave it to the NaN input only.
     for (bool is_max : {true, false}) {
       Tensor x = tensor({NAN, 1.0, NAN, 2.0}, DType::f64).requires_grad_();
       Tensor z = tensor({1.0, NAN, NAN, 2.0}, DType::f64).requires_grad_();
       Tensor y = is_max ? maximum(x, z) : minimum(x, z);
       for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(y.to_vector<double>()[size_t(i)]));
       sum(y).backward();
-      EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 0, 1, 0.5})) << is_max;
-      EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{0, 1, 1, 0.5})) << is_max;
+      EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 1, 1, 0.5})) << is_max;
+      EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{1, 1, 1, 0.5})) << is_max;
     }
   }
   EXPECT_EQ(rsub(1.0, a).to_vector<double>(), (std::vector<double>{0, 3, -3}));
@@ -216,7 +217,8 @@ TEST(Elementwise, Errors) {
   expect_error([&] { clamp(f32, 0.0, NAN); }, {"clamp: expected bounds that are numbers", "hi = nan"});
   expect_error([&] { add_(f32, f64); }, {"add_: dtype mismatch: got f32 and f64"});
   expect_error([&] { add_(i64, i64); }, {"add_: expected a floating tensor, got i64"});
-  expect_error([&] { add_(f32, zeros({4})); }, {"expand: cannot expand shape (4) to (2, 3)"});
+  expect_error([&] { add_(f32, zeros({4})); },
+               {"add_: other of shape (4) cannot be broadcast to self's shape (2, 3)"});
 }
 
 // exp, sigmoid and silu (forward, and silu's and sigmoid's gradients) over the whole range, on every SIMD

@@ -1133,7 +1133,12 @@ static void blend_into(Tensor& running, const std::vector<double>& batch, double
 
 void update_running_stats_per_instance(const Tensor& x, Tensor& running_mean, Tensor& running_var,
                                        double factor, const char* op) {
-  const int64_t N = x.size(0), C = x.size(1), S = x.numel() / std::max<int64_t>(N * C, 1);
+  const int64_t N = x.size(0), C = x.size(1);
+  int64_t S = 1;  // from the spatial dims themselves: numel / (N C) was 0 for N = 0
+  for (int64_t d = 2; d < x.dim(); ++d) S *= x.size(d);
+  NG_CHECK(N > 0, op,
+           "expected at least one sample to update the running statistics when training, got input of shape ",
+           shape_str(x.shape()));
   NG_CHECK(S > 1, op, "expected more than 1 spatial element per channel when training, got input of shape ",
            shape_str(x.shape()));
   std::vector<double> v = x.to_vector<double>(), mean_avg(static_cast<size_t>(C), 0.0),
@@ -1160,7 +1165,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   double eps, const Tensor& num_batches_tracked) {
   const char* op = "batch_norm";
   norms::check_float_input(x, op);
-  norms::check_eps(eps, op);
+  norms::check_eps(eps, x, op);
   norms::check_momentum(momentum, op);
   NG_CHECK(x.dim() >= 2, op, "expected x of shape (N, C) or (N, C, *), got a ", x.dim(), "-D tensor ",
            shape_str(x.shape()));
@@ -1194,6 +1199,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (!training) {
     mean_in = norms::contiguous_as(running_mean, DType::f64);
     var_in = norms::contiguous_as(running_var, DType::f64);
+    // Eval divides by sqrt(running_var + eps): a negative or NaN variance (a hand-edited or diverged
+    // state) gave NaN outputs without a word. C values: nothing next to the pass over x.
+    const double* rm = mean_in.data<double>();
+    const double* rv = var_in.data<double>();
+    for (int64_t c = 0; c < C; ++c) {
+      NG_CHECK(std::isfinite(rm[c]), op, "running_mean[", c, "] is ", rm[c], ": expected a finite mean");
+      NG_CHECK(rv[c] + eps > 0 && std::isfinite(rv[c]), op, "running_var[", c, "] is ", rv[c],
+               ": expected a finite variance >= 0 (eval mode divides by sqrt(running_var + eps))");
+    }
   }
   norms::NormStats fwd = norms::batch_norm_forward(xc, N, C, S, wc, bc, mean_in, var_in, eps);
   Tensor y = fwd.y;
@@ -1267,13 +1281,15 @@ Tensor BatchNorm::forward(const Tensor& x) {
   // As PyTorch: batch statistics in training, or whenever there are no running statistics.
   const bool use_batch_stats = is_training() || !track_running_stats;
   std::optional<double> factor = momentum;
-  if (is_training() && track_running_stats) {
-    num_batches_tracked.fill_(num_batches_tracked.item() + 1);
-    if (!momentum) factor = 1.0 / num_batches_tracked.item();  // cumulative average
-  }
+  const bool counts = is_training() && track_running_stats;
+  const double batches = counts ? num_batches_tracked.item() + 1 : 0;  // this batch included
+  if (counts && !momentum) factor = 1.0 / batches;                     // cumulative average
   const bool pass_running = track_running_stats && (is_training() || !use_batch_stats);
-  return F::batch_norm(x, pass_running ? running_mean : Tensor(), pass_running ? running_var : Tensor(),
-                       weight, bias, use_batch_stats, factor.value_or(0.0), eps);
+  Tensor y = F::batch_norm(x, pass_running ? running_mean : Tensor(), pass_running ? running_var : Tensor(),
+                           weight, bias, use_batch_stats, factor.value_or(0.0), eps);
+  // Counted once the batch has gone through: a refused one (one value per channel) left the count at 1.
+  if (counts) num_batches_tracked.fill_(batches);
+  return y;
 }
 
 void BatchNorm1d::check_input(const Tensor& x) const {

@@ -1984,7 +1984,7 @@ namespace ng::F {
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "group_norm";
   norms::check_float_input(x, op);
-  norms::check_eps(eps, op);
+  norms::check_eps(eps, x, op);
   NG_CHECK(x.dim() >= 2, op, "expected x of shape (N, C, *) with at least 2 dimensions, got ",
            shape_str(x.shape()));
   const int64_t N = x.size(0), C = x.size(1);
@@ -2102,6 +2102,7 @@ Tensor InstanceNorm::forward(const Tensor& x_in) {
     y = F::group_norm(x, num_features, weight, bias, eps);
     if (track_running_stats) {
       check_tracked_momentum(momentum, track_running_stats, name_);
+      norms::check_momentum(momentum, name_);  // a public field: NaN or 2 written after construction
       // running stats: batch average of the per-instance mean and unbiased variance, as PyTorch does.
       // num_batches_tracked is PyTorch's too: registered, saved, and never counted (F.instance_norm does not
       // touch it; normgrad counted it until 2026-11-28, so its state_dict differed from PyTorch's).

@@ -15,7 +15,8 @@ namespace ng::F {
 // x: (*, normalized_shape); weight, bias: normalized_shape, or undefined (no affine / no bias).
 // One autograd node ("LayerNormBackward") with a hand-written backward for x, weight and bias.
 // f16/bf16 x: statistics and arithmetic in f32, the output rounded back to x's dtype. x may be
-// non-contiguous. weight/bias may have any floating dtype; their gradients come back in that dtype.
+// non-contiguous. weight/bias have x's dtype, or f32 for an f16/bf16 x (anything else is an ng::Error:
+// mixed dtypes are not converted silently); their gradients come back in that dtype.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 

@@ -35,6 +35,15 @@ void check_eps(double eps, const char* op) {
            eps);
 }
 
+void check_eps(double eps, const Tensor& x, const char* op) {
+  check_eps(eps, op);
+  // f32, f16 and bf16 inputs compute in f32: an eps below f32's smallest subnormal rounds to 0 there, and a
+  // constant row's 1/sqrt(0 + 0) became inf, its output NaN.
+  NG_CHECK(x.dtype() == DType::f64 || float(eps) > 0, op, "eps ", eps,
+           " rounds to 0 in the f32 arithmetic of a ", dtype_name(x.dtype()),
+           " input: expected eps >= 1.4e-45 (f32's smallest value)");
+}
+
 void check_momentum(std::optional<double> momentum, const char* op) {
   if (momentum)
     NG_CHECK(*momentum >= 0 && *momentum <= 1, op,
@@ -63,7 +72,7 @@ void check_affine_dtype(const Tensor& t, const char* name, const Tensor& x, cons
 int64_t check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                               const Tensor& bias, double eps, const char* op) {
   check_float_input(x, op);
-  check_eps(eps, op);
+  check_eps(eps, x, op);
   const int64_t k = int64_t(normalized_shape.size());
   NG_CHECK(k >= 1, op, "normalized_shape must name at least one dim, got ()");
   bool match = x.dim() >= k;
@@ -79,7 +88,7 @@ int64_t check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, co
 
 int64_t check_rms_norm_args(const Tensor& x, const Tensor& weight, double eps, const char* op) {
   check_float_input(x, op);
-  check_eps(eps, op);
+  check_eps(eps, x, op);
   NG_CHECK(x.dim() >= 1, op, "expected x with at least 1 dimension (*, C), got a 0-d tensor");
   const int64_t n = x.size(-1);
   check_affine(weight, "weight", Shape{n}, x, "the last dimension", op);

@@ -121,6 +121,8 @@ void sum_over_chunks(const RowChunks& chunks, int64_t rows, int64_t n, A* out_a,
 // ---- checks shared by the F:: functions (each throws ng::Error naming `op`) ----
 void check_float_input(const Tensor& x, const char* op);
 void check_eps(double eps, const char* op);
+// The same, and eps must not round to 0 in x's compute dtype (f32 for f32, f16 and bf16 inputs).
+void check_eps(double eps, const Tensor& x, const char* op);
 // momentum (when set: BatchNorm's and InstanceNorm's running statistics) in [0, 1]; NaN is refused.
 void check_momentum(std::optional<double> momentum, const char* op);
 // weight/bias (either may be undefined) must have exactly `shape`; `what` describes where it comes from,

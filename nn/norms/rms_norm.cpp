@@ -550,6 +550,9 @@ RMSNorm::RMSNorm(int64_t dim_in, double eps_in, bool elementwise_affine) : dim(d
 }
 
 Tensor RMSNorm::forward(const Tensor& x) {
+  // Checked here too: without a weight (elementwise_affine = false) nothing else compares x with dim.
+  NG_CHECK(x.dim() >= 1 && x.size(-1) == dim, "RMSNorm", "expected x of shape (*, ", dim, "), got ",
+           shape_str(x.shape()));
   return F::rms_norm(x, weight, eps);
 }
 

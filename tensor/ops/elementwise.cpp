@@ -329,9 +329,11 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
     Shape sa = a.shape(), sb = b.shape();
     SavedTensor saved_a(a, name), saved_b(b, name), saved_y(y.detach(), name);  // detached: no cycle
     attach(y, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const Tensor& dout) {
-      // weight_a = 1 where a won, 0 where b won, 1/2 on ties; weight_b the same for b. A NaN wins (the
-      // forward passes it on): its input gets the gradient, both inputs where both are NaN, as PyTorch
-      // does. (weight_b was 1 - weight_a, which sent a NaN a's gradient to b, stop 42.)
+      // weight_a = 1 where a won, 0 where b won, 1/2 on ties; weight_b the same for b. Where either input
+      // is NaN (the forward passes it on) both inputs get the whole gradient, as in PyTorch, whose rule
+      // zeroes a weight only where the comparison says the other input won, and no comparison with NaN
+      // does. (Until stop 42 weight_b was 1 - weight_a, which sent a NaN a's gradient to b; stop 42 gave it
+      // to the NaN input only, which the PyTorch comparison in bench/special_values showed is not its rule.)
       Tensor av = saved_a.unpack(), bv = saved_b.unpack(), yv = saved_y.unpack();
       check_cpu(yv, name);  // the tie-splitting weights below are a CPU loop (no device kernel)
       Tensor wa = empty(yv.shape(), yv.dtype()), wb = empty(yv.shape(), yv.dtype());
@@ -342,8 +344,9 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
         const T* pb = eb.data<T>();
         T *pwa = wa.data<T>(), *pwb = wb.data<T>();
         for (int64_t i = 0; i < yv.numel(); ++i) {
-          const bool a_wins = (is_max ? pa[i] > pb[i] : pa[i] < pb[i]) || std::isnan(pa[i]);
-          const bool b_wins = (is_max ? pb[i] > pa[i] : pb[i] < pa[i]) || std::isnan(pb[i]);
+          const bool nan = std::isnan(pa[i]) || std::isnan(pb[i]);
+          const bool a_wins = (is_max ? pa[i] > pb[i] : pa[i] < pb[i]) || nan;
+          const bool b_wins = (is_max ? pb[i] > pa[i] : pb[i] < pa[i]) || nan;
           pwa[i] = pa[i] == pb[i] ? T(0.5) : T(a_wins);
           pwb[i] = pa[i] == pb[i] ? T(0.5) : T(b_wins);
         }
@@ -405,6 +408,13 @@ Tensor tanh(const Tensor& x) { return unary(x, Un::tanh, "tanh", "TanhBackward")
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   check_untracked_in_place(self, &other, "add_");
   check_no_internal_overlap(self, "add_");
+  // other is broadcast to self's shape, never the reverse (self is written in place); named as add_'s
+  // error, where expand's own message ("cannot expand shape (5) to (3, 4)") named expand.
+  bool fits = other.dim() <= self.dim();
+  for (int64_t i = 1; fits && i <= other.dim(); ++i)
+    fits = other.size(-i) == 1 || other.size(-i) == self.size(-i);
+  NG_CHECK(fits, "add_", "other of shape ", shape_str(other.shape()), " cannot be broadcast to self's shape ",
+           shape_str(self.shape()));
   if (on_device({self, other}, "add_")) {
     NG_CHECK(self.dtype() == other.dtype(), "add_", "dtype mismatch: got ", dtype_name(self.dtype()), " and ",
              dtype_name(other.dtype()));

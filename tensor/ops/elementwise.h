@@ -21,7 +21,7 @@ Tensor div(const Tensor& a, double s);
 Tensor rsub(double s, const Tensor& a);  // s - a
 Tensor rdiv(double s, const Tensor& a);  // s / a
 // Elementwise maximum / minimum (gradient goes to the larger / smaller; ties split evenly; a NaN is passed
-// on and gets the gradient, both inputs where both are NaN).
+// on, and where either input is NaN both get the whole gradient, as in PyTorch).
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 

@@ -166,7 +166,10 @@ Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log, bool causal = fal
              "expected scores of shape (..., T, T) (queries x keys), got ", shape_str(x.shape()));
   if (on_device({x}, op)) return device_kernels(x, op).softmax(x, dim_in, log);  // the whole op
   if (is_half(x.dtype())) return softmax_impl(x.to(DType::f32), dim_in, log, causal).to(x.dtype());
-  if (x.dim() == 0) return softmax_impl(x.reshape({1}), 0, log).reshape({});
+  if (x.dim() == 0) {
+    (void)wrap_dim(dim_in, 0, op);  // -1 and 0 only, as for sum or max (any dim was taken)
+    return softmax_impl(x.reshape({1}), 0, log).reshape({});
+  }
 
   // x: (..., L, ...) with L = x.size(dim); viewed as rows x L.
   const int64_t dim = wrap_dim(dim_in, x.dim(), op);
