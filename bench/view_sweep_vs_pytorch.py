@@ -741,8 +741,12 @@ def run_torch(op, a, ins, dt, exact, dy_l, rng):
     out["shape"] = list(y.shape)
     out["y"] = as_list(y)
     out["grads"] = [as_list(t.grad) if t.grad is not None else None for t in leaves]
-    # how many of the op's input values each base value feeds (> 1 through expand): its gradient sums them
-    out["fan"] = [max(1.0, v.numel() / max(1, l.numel())) for l, v in zip(leaves, views)]
+    # how many of the op's input values each base value feeds (> 1 through expand): its gradient sums them.
+    # Counted from the view's zero strides, since the ratio of sizes misses a chain that first selects and
+    # then expands ([7] -> slice -> narrow to 1 value -> expand to 7: one base value feeds 7, the ratio is 1).
+    out["fan"] = [max(1.0, v.numel() / max(1, l.numel()),
+                      float(math.prod(n for n, st in zip(v.shape, v.stride()) if st == 0)))
+                  for l, v in zip(leaves, views)]
     out["extra"] = [as_list(e) for e in torch_op.extra]
     return out
 
