@@ -74,13 +74,14 @@ void TinyLMConfig::validate() const {
 }
 
 // ---- JSON: every field, by its C++ name ----------------------------------------------------------------
-#define NG_TINYLM_FIELDS(X)                                                                                \
-  X(vocab_size)                                                                                            \
-  X(dim)                                                                                                   \
-  X(n_layers)                                                                                              \
-  X(n_heads) X(n_kv_heads) X(norm_position) X(norm) X(norm_eps) X(final_norm) X(ffn) X(ffn_hidden)         \
-      X(activation) X(ffn_bias) X(attn_bias) X(causal) X(qk_norm) X(position) X(rope_theta) X(max_seq_len) \
-          X(dropout) X(tie_weights) X(seed)
+// clang-format off
+#define NG_TINYLM_FIELDS(X) \
+  X(vocab_size) X(dim) X(n_layers) X(n_heads) X(n_kv_heads) \
+  X(norm_position) X(norm) X(norm_eps) X(final_norm) \
+  X(ffn) X(ffn_hidden) X(activation) X(ffn_bias) \
+  X(attn_bias) X(causal) X(qk_norm) X(position) X(rope_theta) X(max_seq_len) \
+  X(dropout) X(tie_weights) X(seed)
+// clang-format on
 
 std::string TinyLMConfig::to_json() const {
   nlohmann::ordered_json j;
