@@ -214,6 +214,17 @@ static std::pair<int64_t, int64_t> memory_span(const Tensor& t) {
   return {lo * es, (hi + 1) * es};
 }
 
+Tensor source_for_write(const Tensor& self, const Tensor& src, const char* op) {
+  if (src.shape() == self.shape()) return source_for_write(self, src);
+  bool fits = src.dim() <= self.dim();
+  for (int64_t i = 1; fits && i <= src.dim(); ++i) fits = src.size(-i) == 1 || src.size(-i) == self.size(-i);
+  // Named here: expand's own message ("expand: cannot expand shape (5) to (3, 4)") named neither the op nor
+  // which operand was which.
+  NG_CHECK(fits, op, "source of shape ", shape_str(src.shape()),
+           " cannot be broadcast to the destination's shape ", shape_str(self.shape()));
+  return source_for_write(self, src.detach().expand(self.shape()));
+}
+
 Tensor source_for_write(const Tensor& self, const Tensor& src) {
   if (self.numel() == 0 || src.numel() == 0 || self.impl().storage != src.impl().storage) return src;
   const auto [a0, a1] = memory_span(self);
@@ -248,8 +259,7 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   check_untracked_in_place(*this, &src, "copy_");
   check_no_internal_overlap(*this, "copy_");
-  // src must broadcast to self's shape (NumPy rules); expand() reports it when it does not.
-  Tensor s = source_for_write(*this, src.shape() == shape() ? src : src.detach().expand(shape()));
+  Tensor s = source_for_write(*this, src, "copy_");  // src broadcast to self's shape (NumPy rules)
   if (!device().is_cpu()) {
     // On a device: convert and make contiguous there, then copy the bytes into self (contiguous).
     const DeviceKernels& k = device_kernels(*this, "copy_");

@@ -28,15 +28,15 @@ struct Node;  // autograd/node.h
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
-  Strides strides;        // in elements, may be 0 (broadcast) or anything (views)
-  int64_t offset = 0;     // in elements
+  Strides strides;     // in elements, may be 0 (broadcast) or anything (views)
+  int64_t offset = 0;  // in elements
   DType dtype = DType::f32;
 
   // ---- autograd ----
-  bool requires_grad = false;           // leaves: set by the user. non-leaves: set by ops.
-  std::shared_ptr<TensorImpl> grad;     // accumulated gradient (leaves, or retain_grad())
-  std::shared_ptr<Node> grad_fn;        // the op that made this tensor (null for leaves)
-  std::weak_ptr<Node> grad_accumulator; // leaves: the node that adds into .grad, made on demand
+  bool requires_grad = false;            // leaves: set by the user. non-leaves: set by ops.
+  std::shared_ptr<TensorImpl> grad;      // accumulated gradient (leaves, or retain_grad())
+  std::shared_ptr<Node> grad_fn;         // the op that made this tensor (null for leaves)
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that adds into .grad, made on demand
   bool retains_grad = false;
 };
 
@@ -51,13 +51,13 @@ class Tensor {
   const Strides& strides() const { return impl().strides; }
   int64_t offset() const { return impl().offset; }
   int64_t dim() const { return int64_t(impl().shape.size()); }
-  int64_t size(int64_t d) const;      // negative d counts from the end
+  int64_t size(int64_t d) const;  // negative d counts from the end
   int64_t stride(int64_t d) const;
   int64_t numel() const { return ng::numel(impl().shape); }
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().storage->device(); }
   bool is_contiguous() const;
-  std::string str() const;            // "Tensor(shape=(2, 3), dtype=f32)" plus values when small
+  std::string str() const;  // "Tensor(shape=(2, 3), dtype=f32)" plus values when small
 
   // ---- raw data ----
   // Pointer to element (0, ..., 0). T must match dtype() (checked).
@@ -77,14 +77,14 @@ class Tensor {
   std::vector<T> to_vector() const;
 
   // ---- conversion / copies ----
-  Tensor to(DType dtype) const;       // differentiable between floating dtypes
-  Tensor to(Device device) const;     // CPU <-> CUDA (the CUDA backend registers the copy)
-  Tensor contiguous() const;          // self if already contiguous, else a differentiable copy
-  Tensor clone() const;               // always a fresh differentiable copy
+  Tensor to(DType dtype) const;    // differentiable between floating dtypes
+  Tensor to(Device device) const;  // CPU <-> CUDA (the CUDA backend registers the copy)
+  Tensor contiguous() const;       // self if already contiguous, else a differentiable copy
+  Tensor clone() const;            // always a fresh differentiable copy
 
   // ---- views (tensor/ops/views.cpp); all differentiable ----
-  Tensor reshape(const Shape& shape) const;   // a view when strides allow, else a copy; one -1 allowed
-  Tensor view(const Shape& shape) const;      // like reshape but never copies (error if impossible)
+  Tensor reshape(const Shape& shape) const;  // a view when strides allow, else a copy; one -1 allowed
+  Tensor view(const Shape& shape) const;     // like reshape but never copies (error if impossible)
   Tensor flatten(int64_t start = 0, int64_t end = -1) const;
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
@@ -105,8 +105,8 @@ class Tensor {
   // Accumulated gradient (undefined Tensor until a backward reaches this tensor).
   Tensor grad() const { return Tensor(impl().grad); }
   void set_grad(const Tensor& g);
-  void zero_grad();                   // drops .grad (next backward starts from zero)
-  void retain_grad();                 // non-leaf: keep its .grad too
+  void zero_grad();    // drops .grad (next backward starts from zero)
+  void retain_grad();  // non-leaf: keep its .grad too
   // Reverse-mode autodiff from this tensor. See autograd/engine.h for the rules.
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   // Same data, cut from the graph.
@@ -121,7 +121,7 @@ class Tensor {
   // copy_'s src): its gradient would silently miss the change. Under NoGradGuard they take any tensor.
   // (check_untracked_in_place below; add_ and mul_ in tensor/ops/elementwise.h follow the same rule.)
   Tensor& fill_(double value);
-  Tensor& copy_(const Tensor& src);   // src is broadcast to self's shape and converted to its dtype
+  Tensor& copy_(const Tensor& src);  // src is broadcast to self's shape and converted to its dtype
 
   TensorImpl& impl() const {
     NG_CHECK(impl_ != nullptr, "Tensor", "use of an undefined tensor");
@@ -173,5 +173,8 @@ void check_untracked_in_place(const Tensor& self, const Tensor* other, const cha
 void check_no_internal_overlap(const Tensor& self, const char* op);
 // src (already expanded to self's shape), or a copy of it where it shares memory with self (the rule above)
 Tensor source_for_write(const Tensor& self, const Tensor& src);
+// The same for a src of any shape that broadcasts to self's (NumPy rules), as copy_ and add_ take it: an
+// ng::Error naming `op` where it does not (self is written in place, so only src is broadcast).
+Tensor source_for_write(const Tensor& self, const Tensor& src, const char* op);
 
 }  // namespace ng

@@ -60,9 +60,12 @@ TEST(ErrorsOps, BinaryOpsRejectShapesThatDoNotBroadcast) {
 TEST(ErrorsOps, InPlaceAddRejectsAnOperandThatCannotExpandToSelf) {
   Tensor self = zeros({2, 3});
   EXPECT_ERROR(add_(self, ones({3, 3})),
-               "add_: other of shape (3, 3) cannot be broadcast to self's shape (2, 3)");
+               "add_: source of shape (3, 3) cannot be broadcast to the destination's shape (2, 3)");
   EXPECT_ERROR(add_(self, ones({3, 2, 3})),
-               "add_: other of shape (3, 2, 3) cannot be broadcast to self's shape (2, 3)");
+               "add_: source of shape (3, 2, 3) cannot be broadcast to the destination's shape (2, 3)");
+  // copy_ takes its source through the same check, and names itself.
+  EXPECT_ERROR(self.copy_(ones({4})),
+               "copy_: source of shape (4) cannot be broadcast to the destination's shape (2, 3)");
   // And the failed call changed nothing.
   EXPECT_EQ(self.to_vector<double>(), std::vector<double>(6, 0.0));
 }

@@ -218,7 +218,7 @@ TEST(Elementwise, Errors) {
   expect_error([&] { add_(f32, f64); }, {"add_: dtype mismatch: got f32 and f64"});
   expect_error([&] { add_(i64, i64); }, {"add_: expected a floating tensor, got i64"});
   expect_error([&] { add_(f32, zeros({4})); },
-               {"add_: other of shape (4) cannot be broadcast to self's shape (2, 3)"});
+               {"add_: source of shape (4) cannot be broadcast to the destination's shape (2, 3)"});
 }
 
 // exp, sigmoid and silu (forward, and silu's and sigmoid's gradients) over the whole range, on every SIMD

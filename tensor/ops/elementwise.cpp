@@ -408,26 +408,17 @@ Tensor tanh(const Tensor& x) { return unary(x, Un::tanh, "tanh", "TanhBackward")
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   check_untracked_in_place(self, &other, "add_");
   check_no_internal_overlap(self, "add_");
-  // other is broadcast to self's shape, never the reverse (self is written in place); named as add_'s
-  // error, where expand's own message ("cannot expand shape (5) to (3, 4)") named expand.
-  bool fits = other.dim() <= self.dim();
-  for (int64_t i = 1; fits && i <= other.dim(); ++i)
-    fits = other.size(-i) == 1 || other.size(-i) == self.size(-i);
-  NG_CHECK(fits, "add_", "other of shape ", shape_str(other.shape()), " cannot be broadcast to self's shape ",
-           shape_str(self.shape()));
   if (on_device({self, other}, "add_")) {
     NG_CHECK(self.dtype() == other.dtype(), "add_", "dtype mismatch: got ", dtype_name(self.dtype()), " and ",
              dtype_name(other.dtype()));
-    Tensor o =
-        source_for_write(self, other.shape() == self.shape() ? other : other.detach().expand(self.shape()));
+    Tensor o = source_for_write(self, other, "add_");
     device_kernels(self, "add_").add_(self, o, alpha);
     self.bump_version();
     return self;
   }
   check_same_dtype_device(self, other, "add_");
   // other may be another view of self's memory: read in full first (source_for_write, tensor.h)
-  Tensor o =
-      source_for_write(self, other.shape() == self.shape() ? other : other.detach().expand(self.shape()));
+  Tensor o = source_for_write(self, other, "add_");
   NG_DISPATCH_ALL(self.dtype(), "add_", [&]<typename scalar_t>() {
     using T = scalar_t;
     if constexpr (std::is_same_v<T, int64_t>) {
