@@ -108,6 +108,17 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         NG_CHECK(gi.shape() == node->input_shapes[i], node->name().c_str(),
                  "backward returned a gradient of shape ", shape_str(gi.shape()), " for input ", i,
                  ", expected ", shape_str(node->input_shapes[i]));
+        // A custom backward (attach) returning another dtype was read as the input's dtype further on (an f64
+        // gradient for an f32 input failed inside Tensor::data, naming no node; an f32 one for a bf16 input
+        // flowed on unnoticed), and another device likewise.
+        if (i < node->input_dtypes.size()) {
+          NG_CHECK(gi.dtype() == node->input_dtypes[i], node->name().c_str(),
+                   "backward returned a gradient of dtype ", dtype_name(gi.dtype()), " for input ", i,
+                   ", expected ", dtype_name(node->input_dtypes[i]), " (the input's dtype)");
+          NG_CHECK(gi.device() == node->input_devices[i], node->name().c_str(),
+                   "backward returned a gradient on ", gi.device().str(), " for input ", i, ", expected ",
+                   node->input_devices[i].str(), " (the input's device)");
+        }
         if (g_anomaly && !all_finite(gi))
           fail("anomaly", "the backward of ", node->name(), " produced NaN or Inf in the gradient of input ",
                i, " (shape ", shape_str(node->input_shapes[i]), "); its inputs have shapes ",

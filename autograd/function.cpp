@@ -31,9 +31,14 @@ void attach(Tensor& out, const char* name, const std::vector<Tensor>& inputs, Ba
   auto node = std::make_shared<FunctionNode>(name, std::move(backward));
   node->sequence_nr = g_sequence.fetch_add(1);
   node->next_edges.reserve(inputs.size());
+  node->input_shapes.reserve(inputs.size());
+  node->input_dtypes.reserve(inputs.size());
+  node->input_devices.reserve(inputs.size());
   for (const Tensor& in : inputs) {
     node->next_edges.push_back(in.defined() && in.requires_grad() ? gradient_edge(in) : Edge{});
     node->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
+    node->input_dtypes.push_back(in.defined() ? in.dtype() : DType::f32);
+    node->input_devices.push_back(in.defined() ? in.device() : Device{});
   }
   TensorImpl& o = out.impl();
   o.grad_fn = std::move(node);

@@ -36,23 +36,74 @@ double weighted_sum(const Tensor& out, const Tensor& u) {
   for (size_t i = 0; i < o.size(); ++i) s += o[i] * w[i];
   return s;
 }
+
+// Puts the inputs' .grad back when gradcheck returns or throws (fn may throw). Each distinct tensor is
+// parked once: the same leaf passed twice used to be parked twice, the second time after the first reset,
+// so its .grad was lost and its analytic gradient read after the first one's was put back.
+class ParkedGrads {
+ public:
+  void park(const Tensor& t) {
+    for (const auto& [impl, grad] : parked_)
+      if (impl == &t.impl()) return;
+    parked_.emplace_back(&t.impl(), t.impl().grad);
+    t.impl().grad.reset();
+  }
+  ~ParkedGrads() {
+    for (auto& [impl, grad] : parked_) impl->grad = std::move(grad);
+  }
+
+ private:
+  std::vector<std::pair<TensorImpl*, std::shared_ptr<TensorImpl>>> parked_;
+};
+
+// Puts an element nudged by the finite differences back, also when fn throws.
+class NudgedElement {
+ public:
+  explicit NudgedElement(double* p) : p_(p), orig_(*p) {}
+  ~NudgedElement() { *p_ = orig_; }
+  double orig() const { return orig_; }
+
+ private:
+  double* p_;
+  double orig_;
+};
+
+void check_input(const std::vector<Tensor>& inputs, size_t i) {
+  const Tensor& t = inputs[i];
+  NG_CHECK(t.dtype() == DType::f64, "gradcheck", "input ", i, " has dtype ", dtype_name(t.dtype()),
+           "; finite differences need f64 inputs (convert with .to(DType::f64))");
+  NG_CHECK(t.is_leaf(), "gradcheck", "input ", i, " must be a leaf tensor (requires_grad_() on data)");
+  NG_CHECK(t.device().is_cpu(), "gradcheck", "input ", i, " is on ", t.device().str(),
+           "; finite differences nudge its elements from the host, so it must be on the cpu");
+  // Nudging an element must move that element only. In an expanded view (stride 0) it moves the whole
+  // dim, and in two leaves over one storage it moves the other input too: the numeric derivative is then
+  // of something else, and gradcheck FAILED a correct backward.
+  if (t.numel() > 0)
+    for (int64_t d = 0; d < t.dim(); ++d)
+      NG_CHECK(t.stride(d) != 0 || t.size(d) <= 1, "gradcheck", "input ", i, " has shape ",
+               shape_str(t.shape()), " and strides ", shape_str(t.strides()), ": dim ", d,
+               " has stride 0, so its ", t.size(d),
+               " elements are one value in memory; pass a contiguous() copy");
+  for (size_t j = 0; j < i; ++j) {
+    const Tensor& o = inputs[j];
+    if (!o.defined() || !o.requires_grad() || &o.impl() == &t.impl()) continue;
+    NG_CHECK(o.impl().storage != t.impl().storage, "gradcheck", "inputs ", j, " and ", i,
+             " are different tensors over the same memory, so nudging one moves the other; pass the same "
+             "tensor twice, or contiguous() copies");
+  }
+}
 }  // namespace
 
-GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    if (!t.defined() || !t.requires_grad()) continue;
-    NG_CHECK(t.dtype() == DType::f64, "gradcheck", "input ", i, " has dtype ", dtype_name(t.dtype()),
-             "; finite differences need f64 inputs (convert with .to(DType::f64))");
-    NG_CHECK(t.is_leaf(), "gradcheck", "input ", i, " must be a leaf tensor (requires_grad_() on data)");
-  }
+GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& opt) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) check_input(inputs, i);
 
-  // 1. Analytic: L = sum(f(x) * u), one backward. Park the inputs' current .grad and restore it after.
-  std::vector<Tensor> saved_grads;
-  for (const Tensor& t : inputs) {
-    saved_grads.push_back(t.defined() ? t.grad() : Tensor());
-    if (t.defined() && t.requires_grad()) t.impl().grad.reset();
-  }
+  // 1. Analytic: L = sum(f(x) * u), one backward. Park the inputs' current .grad, and put it back when
+  //    gradcheck returns or throws. Every analytic gradient is read before any .grad is put back.
+  ParkedGrads parked;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) parked.park(t);
   Tensor out;
   {
     EnableGradGuard g;
@@ -71,7 +122,6 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     const Tensor& t = inputs[i];
     if (!t.defined() || !t.requires_grad()) continue;
     analytic[i] = t.grad().defined() ? t.grad() : zeros(t.shape(), DType::f64);
-    t.impl().grad = saved_grads[i].impl_ptr();
   }
   out = Tensor();
 
@@ -85,12 +135,14 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     std::vector<double> a = analytic[i].to_vector<double>();
     for (int64_t k = 0; k < t.numel(); ++k) {
       double* p = element(t, k);
-      const double orig = *p;
-      *p = orig + opt.eps;
-      double lp = weighted_sum(fn(inputs), u);
-      *p = orig - opt.eps;
-      double lm = weighted_sum(fn(inputs), u);
-      *p = orig;
+      double lp, lm;
+      {
+        NudgedElement nudged(p);  // puts *p back, also when fn throws
+        *p = nudged.orig() + opt.eps;
+        lp = weighted_sum(fn(inputs), u);
+        *p = nudged.orig() - opt.eps;
+        lm = weighted_sum(fn(inputs), u);
+      }
       double numeric = (lp - lm) / (2 * opt.eps);
       double abs_err = std::abs(a[k] - numeric);
       double tol = opt.atol + opt.rtol * std::abs(numeric);

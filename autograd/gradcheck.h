@@ -30,17 +30,20 @@ struct GradcheckOptions {
 
 struct GradcheckResult {
   bool ok = true;
-  int input = -1;          // worst input (index into inputs)
-  int64_t index = -1;      // worst element (row-major index within that input)
+  int input = -1;      // worst input (index into inputs)
+  int64_t index = -1;  // worst element (row-major index within that input)
   double analytic = 0, numeric = 0, abs_err = 0, rel_err = 0;
-  int64_t checked = 0;     // elements compared
+  int64_t checked = 0;          // elements compared
   std::string message() const;  // one readable line
 };
 
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // Inputs must be f64. Only inputs with requires_grad() are checked; the others are passed through.
-// fn must be deterministic (dropout: fix its seed inside fn). Inputs' existing .grad is left untouched.
+// fn must be deterministic (dropout: fix its seed inside fn). Inputs' existing .grad is left untouched, also
+// when fn throws. An input that requires grad must be a CPU leaf whose elements are its own: not an
+// expanded view, and not sharing memory with another input (the same tensor twice is fine: each entry gets
+// its whole gradient).
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 

@@ -41,8 +41,11 @@ struct Node : std::enable_shared_from_this<Node> {
 
   // One edge per differentiable input, in input order (invalid edge: input needs no gradient).
   std::vector<Edge> next_edges;
-  // Shapes of the inputs, for error messages and anomaly reports.
+  // Shapes of the inputs, for error messages and anomaly reports; dtypes and devices, to check that each
+  // gradient a backward returns matches its input (the engine does, with this node's name).
   std::vector<Shape> input_shapes;
+  std::vector<DType> input_dtypes;
+  std::vector<Device> input_devices;
 
   // Given dL/d(output), return dL/d(input_i) per input (an undefined Tensor where none flows).
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;

@@ -38,7 +38,7 @@ const char* dtype_name(DType t);
 // A float value on its way to i64 (truncated toward zero) must have one: NaN, inf and values outside
 // [-2^63, 2^63) do not, and the C++ conversion is undefined for them (x86 gives -2^63 for all). Throws an
 // ng::Error naming `op`, the value and its dtype `from`. Every float -> i64 path calls it (to, copy_,
-// to_vector, fill_, from_vector, masked_fill).
+// to_vector, fill_, from_vector, masked_fill, arange).
 void check_has_i64(double v, DType from, const char* op);
 constexpr bool is_floating(DType t) {
   return t != DType::i64;

@@ -53,6 +53,20 @@ Tensor arange(double start, double end, double step, DType dtype) {
   const int64_t n = std::max<int64_t>(0, int64_t(count));
   Tensor t = empty({n}, dtype);
   NG_DISPATCH_ALL(dtype, "arange", [&]<typename scalar_t>() {
+    // The values run from start to last in one direction, so if both ends fit the dtype, all do. An i64
+    // value past 2^63 was undefined (x86 wrote INT64_MIN without a word), and a half dtype turned every
+    // value past its largest finite one into inf.
+    if (n > 0) {
+      const double last = start + double(n - 1) * step;
+      for (const double v : {start, last}) {
+        if constexpr (std::is_same_v<scalar_t, int64_t>) {
+          check_has_i64(v, DType::f64, "arange");
+        } else {
+          NG_CHECK(std::isfinite(to_double(from_double<scalar_t>(v))), "arange", "the value ", v,
+                   " overflows ", dtype_name(dtype), " (to ", to_double(from_double<scalar_t>(v)), ")");
+        }
+      }
+    }
     scalar_t* p = t.data<scalar_t>();
     for (int64_t i = 0; i < n; ++i) p[i] = from_double<scalar_t>(start + double(i) * step);
   });

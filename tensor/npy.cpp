@@ -96,6 +96,8 @@ struct Parser {
     expect('(');
     if (eat(')')) return out;
     while (true) {
+      // NumPy's own limit (NPY_MAXDIMS, 64): a corrupt header of 200000 ones loaded as a 200000-dim tensor.
+      if (out.size() == 64) bad("more than 64 dimensions");
       out.push_back(integer());
       if (eat(')')) break;
       expect(',');
@@ -136,6 +138,9 @@ Header parse_header(const std::string& text, const std::string& path) {
       break;
     }
   }
+  // Only the padding NumPy writes may follow the dict: "{...}xx garbage" used to load.
+  p.ws();
+  if (p.i != text.size()) p.bad("unexpected characters after the closing '}'");
   if (!have_descr || !have_order || !have_shape)
     fail("load_npy", path, ": malformed header (expected the keys 'descr', 'fortran_order' and 'shape') in ",
          text.substr(0, 200));

@@ -31,8 +31,12 @@ void set_num_threads(int n) {
   NG_CHECK(n <= kMaxThreads, "set_num_threads", "expected at most ", kMaxThreads, " threads, got ", n,
            " (0 or less: the OpenMP default)");
 #if defined(NORMGRAD_OPENMP)
+  // OpenMP's own count before normgrad first changed it (OMP_NUM_THREADS, or the cores), read once, at the
+  // first call. n <= 0 puts it back: leaving the last omp_set_num_threads in place made set(1) then set(0)
+  // stay on one thread (num_threads() asks omp_get_max_threads(), which still said 1).
+  static const int openmp_default = omp_get_max_threads();
   g_threads.store(n > 0 ? n : 0, std::memory_order_relaxed);
-  if (n > 0) omp_set_num_threads(n);
+  omp_set_num_threads(n > 0 ? n : openmp_default);
 #else
   (void)n;
   g_threads.store(1, std::memory_order_relaxed);

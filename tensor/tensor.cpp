@@ -294,6 +294,13 @@ void Tensor::set_grad(const Tensor& g) {
              dtype_name(dtype()), " (the tensor's)");
     NG_CHECK(g.device() == device(), "set_grad", "gradient is on ", g.device().str(), ", expected ",
              device().str(), " (the tensor's device)");
+    // An expanded gradient failed at the next backward, with add_'s error about a tensor written in place.
+    if (g.numel() > 0)
+      for (int64_t d = 0; d < g.dim(); ++d)
+        NG_CHECK(g.stride(d) != 0 || g.size(d) <= 1, "set_grad", "gradient has shape ", shape_str(g.shape()),
+                 " and strides ", shape_str(g.strides()), ": dim ", d,
+                 " has stride 0 (an expanded view), so backward could not add into it in place; pass a "
+                 "contiguous() copy");
   }
   impl().grad = g.impl_ptr();
 }

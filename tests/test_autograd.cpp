@@ -254,6 +254,60 @@ TEST(Gradcheck, RejectsF32Inputs) {
                {"gradcheck: input 0 has dtype f32; finite differences need f64 inputs"});
 }
 
+// The same leaf passed twice: each entry's analytic gradient is the leaf's whole gradient, and nudging it
+// moves both uses, so the two agree. It used to FAIL (analytic 5 = the parked .grad, numeric 1.12) and
+// leave the leaf's .grad undefined.
+TEST(Gradcheck, TheSameLeafTwiceAndItsGradKept) {
+  Tensor x = tensor({0.3, -1.2}, DType::f64).requires_grad_();
+  x.set_grad(tensor({5.0, 5.0}, DType::f64));
+  GradcheckResult r = gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], in[1]); }, {x, x});
+  EXPECT_TRUE(r.ok) << r.message();
+  EXPECT_EQ(r.checked, 4);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{5, 5}));
+}
+
+// fn throwing, in the analytic pass or in the middle of the finite differences, leaves the inputs' .grad
+// and values as they were.
+TEST(Gradcheck, AThrowingFunctionLeavesGradAndValues) {
+  Tensor x = tensor({0.5, 2.0}, DType::f64).requires_grad_();
+  x.set_grad(tensor({7.0, 8.0}, DType::f64));
+  int calls = 0;
+  auto fails_at = [&](int n) {
+    return [&calls, n](const std::vector<Tensor>& in) {
+      if (++calls == n) throw Error("boom");
+      return mul(in[0], in[0]);
+    };
+  };
+  for (int n : {1, 3}) {  // 1: the analytic pass; 3: with element 0 nudged to 0.5 - eps
+    calls = 0;
+    expect_error([&] { gradcheck(fails_at(n), {x}); }, {"boom"});
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{7, 8})) << "failing call " << n;
+    EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{0.5, 2.0})) << "failing call " << n;
+  }
+}
+
+// Inputs whose elements are not their own are refused: nudging one element of an expanded view moves all
+// of them (gradcheck FAILED x * x: analytic 2.24, numeric -7.31), and two leaves over one storage move
+// each other.
+TEST(Gradcheck, RefusesInputsThatShareElements) {
+  auto square = [](const std::vector<Tensor>& in) { return mul(in[0], in[0]); };
+  Tensor expanded = tensor({2.0}, DType::f64).expand({3}).detach().requires_grad_();
+  expect_error([&] { gradcheck(square, {expanded}); },
+               {"gradcheck: input 0 has shape (3) and strides (0): dim 0 has stride 0", "contiguous() copy"});
+  Tensor base = tensor({1.0, 2.0, 3.0, 4.0}, DType::f64);
+  Tensor a = base.narrow(0, 0, 2).detach().requires_grad_();
+  Tensor b = base.narrow(0, 1, 2).detach().requires_grad_();
+  auto product = [](const std::vector<Tensor>& in) { return mul(in[0], in[1]); };
+  expect_error(
+      [&] {
+        gradcheck(product, {a, b});
+      },
+      {"gradcheck: inputs 0 and 1 are different tensors over the same memory"});
+  // A stride-0 dim of size 1 is still one element each.
+  Tensor one = tensor({2.0}, DType::f64).reshape({1, 1}).expand({1, 1}).detach().requires_grad_();
+  EXPECT_TRUE(gradcheck(square, {one}).ok);
+}
+
 // Two threads that run backward() into the same leaf (a shared parameter) at once: every gradient arrives,
 // and nothing breaks. The leaf's AccumulateGrad and .grad are guarded by one mutex (autograd/node.cpp);
 // without it this aborted with "pure virtual method called" (a node freed while in use).

@@ -112,6 +112,18 @@ TEST(ErrorsOps, FactoriesRejectBadArguments) {
   EXPECT_ERROR(zeros({2, -1}), "empty: sizes must be non-negative", "(2, -1)");
   EXPECT_ERROR(from_vector(std::vector<double>{1, 2, 3}, {2, 2}), "from_vector: got 3");
   EXPECT_ERROR(arange(0.0, 1.0, 0.0), "arange: step must be non-zero");
+  // Ends the dtype cannot hold: i64 past 2^63 (was INT64_MIN, undefined) and a half dtype past its largest
+  // finite value (was inf). Either end is checked; the values between lie between them.
+  EXPECT_ERROR(arange(-1e30, -0.99e30, 1e28, DType::i64), "arange: cannot convert -1e+30 (f64) to i64");
+  EXPECT_ERROR(arange(9e18, 9.4e18, 1e17, DType::i64), "arange: cannot convert 9.3e+18 (f64) to i64");
+  EXPECT_ERROR(arange(65000.0, 67000.0, 1000.0, DType::f16), "arange: the value 66000 overflows f16");
+  EXPECT_ERROR(arange(-4e38, 0.0, 1e38, DType::bf16), "arange: the value -4e+38 overflows bf16");
+  EXPECT_ERROR(arange(3e38, 4e38, 5e37, DType::f32), "arange: the value 3.5e+38 overflows f32");
+  // The largest values each dtype holds are still taken.
+  EXPECT_EQ(arange(65000.0, 65600.0, 500.0, DType::f16).to_vector<double>(),
+            (std::vector<double>{64992, 65504}));
+  EXPECT_EQ(arange(9e18, 9.2e18, 1e17, DType::i64).to_vector<int64_t>(),
+            (std::vector<int64_t>{9000000000000000000, 9100000000000000000}));
   EXPECT_ERROR(ones({2}).item(), "item: expected a tensor with one element, got shape (2)");
 }
 

@@ -213,6 +213,28 @@ TEST_F(Npy, BadFiles) {
         load_npy(npy("extra.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'x': 1}", 24));
       },
       {"extra.npy", "unknown key 'x'"});
+  // Characters after the dict (there used to be none of this check: "}xx garbage" loaded), and a shape of
+  // more than NumPy's 64 dimensions.
+  expect_error(
+      [&] {
+        load_npy(npy("after.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }xx garbage", 24));
+      },
+      {"after.npy", "unexpected characters after the closing '}'"});
+  {
+    std::string ones65;
+    for (int d = 0; d < 65; ++d) ones65 += "1, ";
+    expect_error(
+        [&] {
+          load_npy(
+              npy("dims.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (" + ones65 + "), }", 4));
+        },
+        {"dims.npy", "more than 64 dimensions"});
+    std::string ones64 = ones65.substr(3);
+    EXPECT_EQ(load_npy(npy("dims64.npy",
+                           "{'descr': '<f4', 'fortran_order': False, 'shape': (" + ones64 + "), }", 4))
+                  .dim(),
+              64);
+  }
   expect_error(
       [&] { load_npy(npy("bool.npy", "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (6,), }", 24)); },
       {"bool.npy", "expected True or False"});

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "normgrad.h"
@@ -105,6 +108,30 @@ TEST(Determinism, SetNumThreadsRefusesAbsurdCounts) {
   set_num_threads(kMaxThreads);  // the bound itself is taken (no parallel region runs here)
   EXPECT_EQ(num_threads(), kMaxThreads);
   set_num_threads(before);
+}
+
+// set_num_threads(0) puts OpenMP's default back. It used to leave the last count in force, so a test that
+// ran on one thread and then called set_num_threads(0) left every later test of its process on one thread.
+// (before + 1, so that the count set always differs from the default, even on one core.)
+TEST(Determinism, SetNumThreadsZeroRestoresTheDefault) {
+  set_num_threads(0);
+  const int openmp_default = num_threads();
+  set_num_threads(openmp_default + 1);
+  EXPECT_EQ(num_threads(), openmp_default + 1);
+  set_num_threads(0);
+  EXPECT_EQ(num_threads(), openmp_default);
+  // A parallel region really runs on that many threads again, not only the count reported.
+  std::atomic<int> most{0};
+  std::atomic<int> inside{0};
+  parallel_for(4 * openmp_default, 1, [&](int64_t, int64_t) {
+    const int now = ++inside;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    --inside;
+  });
+  EXPECT_EQ(most.load(), openmp_default);
 }
 
 TEST(Determinism, DifferentSeedsGiveDifferentLosses) {

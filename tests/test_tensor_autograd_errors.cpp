@@ -23,6 +23,13 @@ TEST(AutogradErrors, SetGradShape) {
   EXPECT_EQ(x.grad().numel(), 4);
   x.zero_grad();
   EXPECT_FALSE(x.grad().defined());
+  // An expanded gradient is refused here; it used to fail at the next backward, naming add_.
+  Tensor w = ones({3}).requires_grad_();
+  expect_error([&] { w.set_grad(ones({1}).expand({3})); },
+               {"set_grad: gradient has shape (3) and strides (0): dim 0 has stride 0", "contiguous() copy"});
+  w.set_grad(ones({1}).expand({3}).contiguous());
+  sum(w).backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }
 
 TEST(AutogradErrors, BackwardSeed) {
@@ -181,4 +188,33 @@ TEST(AutogradErrors, UnrecordedInPlaceOpsRefuseTensorsThatRequireGrad) {
   plain.fill_(1.0);
   add_(plain, tensor({1.0, 1.0}, DType::f64));
   EXPECT_EQ(plain.to_vector<double>(), (std::vector<double>{2.0, 2.0}));
+}
+
+// A custom op (attach) whose backward returns a gradient in another dtype than its input's: named by the
+// engine with the node. An f64 gradient for an f32 input used to fail inside Tensor::data, naming no node,
+// and an f32 gradient for a bf16 input flowed on into .grad unnoticed.
+TEST(AutogradErrors, ACustomBackwardMustReturnItsInputsDtype) {
+  auto wrong_dtype_op = [](const Tensor& x, DType grad_dtype) {
+    Tensor y;
+    {
+      NoGradGuard g;
+      y = mul(x, 2.0);
+    }
+    attach(y, "WrongDtypeBackward", {x}, [grad_dtype](const Tensor& dout) -> std::vector<Tensor> {
+      return {mul(dout, 2.0).to(grad_dtype)};
+    });
+    return y;
+  };
+  Tensor x = ones({3}).requires_grad_();
+  expect_error(
+      [&] { sum(wrong_dtype_op(x, DType::f64)).backward(); },
+      {"WrongDtypeBackward: backward returned a gradient of dtype f64 for input 0, expected f32 (the "
+       "input's dtype)"});
+  Tensor h = ones({3}, DType::bf16).requires_grad_();
+  expect_error([&] { sum(wrong_dtype_op(h, DType::f32)).backward(); },
+               {"WrongDtypeBackward: backward returned a gradient of dtype f32 for input 0, expected bf16"});
+  EXPECT_FALSE(h.grad().defined());
+  // The right dtype goes through.
+  sum(wrong_dtype_op(h, DType::bf16)).backward();
+  EXPECT_EQ(h.grad().to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }

@@ -64,6 +64,18 @@ TEST(Random, UniformNeverGivesItsUpperBoundInAnyDtype) {
   // up to 1.0078125, past hi; now they are 1.
   const auto w = uniform({100000}, -1.0, 1.006, g, DType::bf16).to_vector<double>();
   EXPECT_EQ(*std::max_element(w.begin(), w.end()), 1.0);
+  // And at lo: -0.1 lies between bf16's -0.10009765625 and -0.099609375, nearer the first, so draws within
+  // half a bf16 step of lo rounded below it (712 in 10^6 before); now they are -0.099609375, the smallest
+  // bf16 from lo. In f16 and f32 as well, where -0.1 is not exact either.
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    const auto s = uniform({200000}, -0.1, 0.1, g, dt).to_vector<double>();
+    const double smallest = *std::min_element(s.begin(), s.end());
+    EXPECT_GE(smallest, -0.1) << dtype_name(dt);
+    EXPECT_LT(*std::max_element(s.begin(), s.end()), 0.1) << dtype_name(dt);
+    if (dt == DType::bf16) {
+      EXPECT_EQ(smallest, -0.099609375);
+    }
+  }
   EXPECT_EQ(uniform({10}, 3.0, 3.0, g, DType::bf16).to_vector<double>(), std::vector<double>(10, 3.0));
 }
 
