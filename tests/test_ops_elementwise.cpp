@@ -224,11 +224,14 @@ TEST(Elementwise, Errors) {
 // exp, sigmoid and silu (forward, and silu's and sigmoid's gradients) over the whole range, on every SIMD
 // target (contiguous: the Highway kernel) and on a strided view (the scalar loop), against std::exp. Highway
 // 1.0.3's Exp is valid only up to 104 (f32) / 706 (f64) and gives 0 for NaN: until 2026-11-28 the kernel
-// gave exp(200) = 0 and exp(710) = 1.24 in f32, sigmoid(-200) = 1, silu(-200) = -200, and sigmoid(NaN) = 1.
+// gave exp(200) = 0 and exp(710) = 1.24 in f32, sigmoid(-200) = 1, silu(-200) = -200, and sigmoid(NaN) = 1;
+// until stop 44 f64's exp(707) was inf (its true value, 1.1e307, is finite) and sigmoid(-707) 0.
 TEST(Elementwise, ExpSigmoidSiluAreRightOverTheWholeRangeOnEveryTarget) {
-  const std::vector<double> points = {NAN,   INFINITY, -INFINITY, 1e10, -1e10, 1e3, -1e3, 710, -710, 706,
-                                      -706,  200,      -200,      105,  -105,  104, -104, 100, -100, 88.7,
-                                      -88.7, 87,       -87,       20,   -20,   1,   -1,   0.5, -0.5, 0};
+  const std::vector<double> points = {NAN, INFINITY, -INFINITY, 1e10, -1e10, 1e3, -1e3, 710, -710, 706, -706,
+                                      200, -200, 105, -105, 104, -104, 100, -100, 88.7, -88.7, 87, -87, 20,
+                                      -20, 1, -1, 0.5, -0.5, 0,
+                                      // f64's finite results past Highway's 706: they were inf until stop 44
+                                      707, -707, 709.7, -709.7, 709.78, 709.79};
   // 64 values (whole vectors and a tail on every target), every point at several lanes
   std::vector<double> v(64);
   for (size_t i = 0; i < v.size(); ++i) v[i] = points[(i * 7) % points.size()];

@@ -25,6 +25,7 @@ void BinaryT(int op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T* HWY_RE
   const hn::ScalableTag<T> d;
   const int64_t L = int64_t(hn::Lanes(d));
   int64_t i = 0;
+  if (n <= 0) return;  // a scalar operand is read below, and an empty call may point past its buffer
   [[maybe_unused]] const auto sa = hn::Set(d, kScalarA ? a[0] : T(0));
   [[maybe_unused]] const auto sb = hn::Set(d, kScalarB ? b[0] : T(0));
   // The switch is outside the loop: one tight loop per op.
@@ -54,15 +55,26 @@ void BinaryT(int op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T* HWY_RE
 // e^v for every input, as std::exp gives it. Highway 1.0.3's Exp is valid for v <= 104 (f32) and v <= 706
 // (f64) only, and gives 0 for NaN: past its range it returned garbage (f32: exp(200) = 0, exp(710) = 1.24,
 // exp(1000) = 8e-29; f64: exp(1e10) = 1.5e110), so sigmoid(-200) was 1 and silu(-200) was -200 instead of
-// ~0, and exp(NaN) = 0, sigmoid(NaN) = 1 hid a NaN. Past the bound e^v is inf anyway (the bound is above
-// log(max), 88.7 and 709.8); a NaN goes through.
+// ~0, and exp(NaN) = 0, sigmoid(NaN) = 1 hid a NaN. In f32 the bound is above log(max) = 88.7, so past it
+// e^v is inf. In f64 it is below log(max) = 709.78, and (706, 709.78] has finite results (exp(707) =
+// 1.1e307, which was inf until stop 44): there e^v = (e^(v/2))^2, v/2 being exact, and the square overflows
+// to inf by itself past 709.78. A NaN goes through.
 template <class D, class V>
 HWY_INLINE V ExpAll(D d, V v) {
   using T = hn::TFromD<D>;
   const V bound = hn::Set(d, T(sizeof(T) == 4 ? 104.0 : 706.0));
   const V e = hn::Exp(d, hn::Min(v, bound));  // keep Exp in its range; the lanes past it are replaced below
   const V inf = hn::Set(d, std::numeric_limits<T>::infinity());
-  return hn::IfThenElse(hn::IsNaN(v), v, hn::IfThenElse(hn::Gt(v, bound), inf, e));
+  const auto past = hn::Gt(v, bound);
+  V above = inf;
+  if constexpr (sizeof(T) == 8) {
+    if (!hn::AllFalse(d, past)) {
+      // Min(v, 1411): half of it, 705.5, stays in Exp's range; e^705.5 squared is inf already.
+      const V h = hn::Exp(d, hn::Mul(hn::Min(v, hn::Set(d, T(1411))), hn::Set(d, T(0.5))));
+      above = hn::Mul(h, h);
+    }
+  }
+  return hn::IfThenElse(hn::IsNaN(v), v, hn::IfThenElse(past, above, e));
 }
 
 template <typename T>

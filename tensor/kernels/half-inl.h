@@ -1,5 +1,7 @@
 // f16 and bf16 <-> f32 on SIMD vectors, exact: the same bits as the scalar ng::f16_to_f32, ng::bf16_to_f32,
-// ng::f32_to_f16 and ng::f32_to_bf16 (tensor/dtype.h) on every target. Used by the norm kernels (LoadAs /
+// ng::f32_to_f16 and ng::f32_to_bf16 (tensor/dtype.h) on every target, with one exception: F16C's load
+// (AVX2, AVX-512) quiets a signalling f16 NaN (0x7c01 -> 0x7fc02000, the scalar gives 0x7f802000), as
+// convert_simd.h says too. It is a NaN either way. Used by the norm kernels (LoadAs /
 // StoreAs in nn/norms/norm_simd-inl.h) and by Tensor::to (tensor/kernels/convert_simd.cpp).
 //
 //   LoadHalf(d, p):      16-bit values at p -> a vector of floats
