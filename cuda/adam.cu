@@ -6,6 +6,7 @@
 //   v = beta2 * v + (1 - beta2) * g^2
 //   p = p - step_size * m / (sqrt(v) / sqrt(1 - beta2^t) + eps),   step_size = lr / (1 - beta1^t)
 #include <cmath>
+#include <utility>
 
 #include "cuda/common.cuh"
 #include "cuda/device_tensor.h"
@@ -44,12 +45,17 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
                const AdamStep& st) {
   const char* op = "cuda::adam_step";
   check_cuda(param, op, "param");
-  for (const Tensor* t : {&grad, &exp_avg, &exp_avg_sq}) {
-    NG_CHECK(t->device() == param.device(), op, "expected every tensor on ", param.device().str(),
-             ", got one on ", t->device().str());
-    NG_CHECK(t->shape() == param.shape() && t->dtype() == param.dtype() && t->is_contiguous(), op,
-             "expected contiguous ", dtype_name(param.dtype()), " ", shape_str(param.shape()),
-             " like param, got ", dtype_name(t->dtype()), " ", shape_str(t->shape()));
+  const std::pair<const Tensor*, const char*> others[] = {
+      {&grad, "grad"}, {&exp_avg, "exp_avg"}, {&exp_avg_sq, "exp_avg_sq"}};
+  for (const auto& [t, name] : others) {
+    NG_CHECK(t->defined(), op, name, " is an undefined tensor");
+    NG_CHECK(t->device() == param.device(), op, name, " is on ", t->device().str(), ", expected ",
+             param.device().str(), " like param");
+    NG_CHECK(t->shape() == param.shape() && t->dtype() == param.dtype(), op, "expected ", name, " to be ",
+             dtype_name(param.dtype()), " ", shape_str(param.shape()), " like param, got ",
+             dtype_name(t->dtype()), " ", shape_str(t->shape()));
+    NG_CHECK(t->is_contiguous(), op, "expected a contiguous ", name, ", got strides ",
+             shape_str(t->strides()));
   }
   NG_CHECK(param.is_contiguous(), op, "expected a contiguous param");
   NG_CHECK(st.step >= 1, op, "expected step >= 1 (1-based), got ", st.step);

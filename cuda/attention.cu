@@ -98,13 +98,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   const int64_t n = x.numel();
   if (n == 0) return out;
   NG_CUDA_DISPATCH_FLOAT(x.dtype(), op, [&]<typename D>() {
-    D v;
-    if constexpr (std::is_same_v<D, __half>)
-      v = __float2half_rn(float(value));
-    else if constexpr (std::is_same_v<D, __nv_bfloat16>)
-      v = __float2bfloat16_rn(float(value));
-    else
-      v = D(value);
+    const D v = device_value<D>(value);  // the CPU's rounding: one, from double
     if (mask_dt == DType::f32)
       masked_fill_kernel<D, float>
           <<<blocks_for(n), kThreads>>>(dptr<D>(xc), dptr<float>(mc), dptr<D>(out), n, v);

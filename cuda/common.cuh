@@ -42,14 +42,40 @@ __device__ __forceinline__ acc_t<T> to_acc(T v) {
   else
     return acc_t<T>(v);
 }
+// A double goes to f16/bf16 in one rounding, as the CPU's from_double does: through float first it was
+// rounded twice (1.0004882812509095 -> f16 1.0 here, 1.0009765625 on the CPU; stop 44's review).
 template <typename T, typename A>
 __device__ __forceinline__ T from_acc(A v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(float(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(float(v));
-  else
+  if constexpr (std::is_same_v<T, __half>) {
+    if constexpr (std::is_same_v<A, double>)
+      return __double2half(v);
+    else
+      return __float2half_rn(float(v));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if constexpr (std::is_same_v<A, double>)
+      return __double2bfloat16(v);
+    else
+      return __float2bfloat16_rn(float(v));
+  } else {
     return T(v);
+  }
+}
+
+// A host-side double (a fill value) as the device type T, with the CPU's rounding (ng::from_double: one
+// rounding), so that fill_ and masked_fill write the bits the CPU writes.
+template <typename T>
+inline T device_value(double value) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half_raw raw;
+    raw.x = ng::from_double<ng::f16>(value).bits;
+    return __half(raw);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat16_raw raw;
+    raw.x = ng::from_double<ng::bf16>(value).bits;
+    return __nv_bfloat16(raw);
+  } else {
+    return T(value);
+  }
 }
 
 // Call a templated lambda with the DEVICE type of a floating dtype:

@@ -336,19 +336,8 @@ void fill_(const Tensor& x, double value) {
     NG_CUDA_CHECK_LAUNCH();
   } else {
     NG_CUDA_DISPATCH_FLOAT(x.dtype(), "cuda::fill_", [&]<typename T>() {
-      // Convert on the host with the same rounding the CPU uses, then hand the bits over.
-      T v;
-      if constexpr (std::is_same_v<T, __half>) {
-        __half_raw raw;
-        raw.x = ng::f32_to_f16(float(value)).bits;
-        v = __half(raw);
-      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        __nv_bfloat16_raw raw;
-        raw.x = ng::f32_to_bf16(float(value)).bits;
-        v = __nv_bfloat16(raw);
-      } else {
-        v = T(value);
-      }
+      // Convert on the host with the same rounding the CPU uses (one, from double), then hand the bits over.
+      const T v = device_value<T>(value);
       fill_kernel<T><<<grid_for(n), kThreads>>>(dptr<T>(x), v, n, ix);
       NG_CUDA_CHECK_LAUNCH();
     });

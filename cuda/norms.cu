@@ -12,8 +12,17 @@
 //   GroupNorm,
 //                                                                                         BatchNorm)
 //             dx = norm_math::rms_norm_dx(g, xhat, rstd, mean_gx)                        (RMSNorm)
-// What differs from the CPU is only who adds which terms of the row sums: there one thread walks the row,
-// here 32 lanes (or a block) each sum a strided share and then combine in a fixed pattern.
+// What differs from the CPU:
+//   - who adds which terms of the row sums: there one thread walks the row, here 32 lanes (or a block) each
+//     sum a strided share and then combine in a fixed pattern;
+//   - the saved mean is one value in the compute dtype. The backward's xhat = (x - mean) * rstd therefore
+//     carries the mean's rounding, where the CPU keeps BatchNorm's mean in f64 (split hi + lo) and
+//     recomputes each group's offset: for an f32 channel of mean 1e4 and spread 1e-2 (the mean's ulp, 1e-3,
+//     is a tenth of the spread) xhat moves by up to ~0.05 in BatchNorm's dx and dweight and GroupNorm's
+//     dweight. Data that far from its mean is already quantized at that scale in f32 itself;
+//   - no rescue of an overflowing variance: the CPU recomputes a row whose sum of squares overflows (|x - K|
+//     past ~1.8e19 in f32) with a scale (nn/norms/wide_stats.h); here its rstd is 0 and y is the bias.
+// (Both found by stop 44's review of this file; docs/cuda.md lists them.)
 #include "cuda/common.cuh"
 #include "cuda/device_tensor.h"
 #include "cuda/norms.h"
@@ -188,9 +197,10 @@ __global__ void norm_backward_kernel(const T* dy, const T* x, const acc_t<T>* me
 // Column partials for LayerNorm/RMSNorm: block (j-tile, p) sums rows [p * per_part, (p + 1) * per_part) of
 // column j:  dw_part[p][j] = sum dy * xhat,  db_part[p][j] = sum dy. Threads of a warp read consecutive
 // columns of a row (coalesced).
-// NOTE: xhat here is (x - saved mean) * rstd. Unlike dx (norm_row_backward) and the CPU's dweight, it does not
-// measure the row's offset from the rounded mean, so for an f32 row whose |mean| is orders of magnitude above
-// its std (1e4 and 1e-2) dweight carries the mean's rounding (a few percent of that row's contribution).
+// NOTE: xhat here is (x - saved mean) * rstd. Unlike dx (norm_row_backward) and the CPU's dweight, it does
+// not measure the row's offset from the rounded mean, so for an f32 row whose |mean| is orders of magnitude
+// above its std (1e4 and 1e-2) dweight carries the mean's rounding (a few percent of that row's
+// contribution).
 template <typename T>
 __global__ void column_partials_kernel(const T* dy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
                                        acc_t<T>* dw_part, acc_t<T>* db_part, int64_t rows, int64_t L,
@@ -351,10 +361,11 @@ A* opt_mut(const Tensor& t) {
   return t.defined() ? static_cast<A*>(t.raw_data()) : nullptr;
 }
 
-void check_row_input(const Tensor& x, const char* op) {
-  check_cuda(x, op, "x");
-  NG_CHECK(x.is_contiguous(), op, "expected a contiguous x, got strides of shape ", shape_str(x.shape()));
-  NG_CHECK(is_floating(x.dtype()), op, "expected a floating x, got ", dtype_name(x.dtype()));
+void check_row_input(const Tensor& x, const char* op, const char* name = "x") {
+  check_cuda(x, op, name);
+  NG_CHECK(x.is_contiguous(), op, "expected a contiguous ", name, ", got shape ", shape_str(x.shape()),
+           " with strides ", shape_str(x.strides()));
+  NG_CHECK(is_floating(x.dtype()), op, "expected a floating ", name, ", got ", dtype_name(x.dtype()));
 }
 
 void check_param(const Tensor& t, const Tensor& x, int64_t n, const char* name, const char* op) {
@@ -364,6 +375,22 @@ void check_param(const Tensor& t, const Tensor& x, int64_t n, const char* name, 
   NG_CHECK(t.numel() == n && t.is_contiguous() && t.dtype() == acc_dtype(x.dtype()), op, "expected ", name,
            " to be ", n, " contiguous ", dtype_name(acc_dtype(x.dtype())), " values, got ",
            shape_str(t.shape()), " ", dtype_name(t.dtype()));
+}
+
+// What every backward reads besides x: dy like x (shape, dtype, device), the saved statistics (`rows`
+// values each, in the compute dtype, on x's device) and the weight (`n` values). The kernels index them
+// by x's layout, so a shorter or other-typed one was read past its end or as the wrong type.
+void check_backward_inputs(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                           int64_t rows, const Tensor& weight, int64_t n, const char* op) {
+  check_row_input(x, op);
+  check_row_input(dy, op, "dy");
+  NG_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype() && dy.device() == x.device(), op,
+           "expected dy like x: ", shape_str(x.shape()), " ", dtype_name(x.dtype()), " on ", x.device().str(),
+           ", got ", shape_str(dy.shape()), " ", dtype_name(dy.dtype()), " on ", dy.device().str());
+  NG_CHECK(rstd.defined(), op, "expected the saved rstd, got an undefined tensor");
+  check_param(rstd, x, rows, "rstd", op);
+  check_param(mean, x, rows, "mean", op);
+  check_param(weight, x, n, "weight", op);
 }
 
 // 128-bit loads need the row length to be a multiple of the pack and every row pointer 16-byte aligned.
@@ -527,9 +554,14 @@ norms::NormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Te
                                      const Tensor& rstd, const Tensor& weight, bool need_dx,
                                      bool need_dweight, bool need_dbias) {
   const char* op = "cuda::layer_norm_backward";
-  check_row_input(x, op);
-  check_row_input(dy, op);
+  NG_CHECK(rstd.defined(), op, "expected the saved rstd, got an undefined tensor");
   const int64_t rows = rstd.numel(), n = rows == 0 ? 0 : x.numel() / rows;
+  NG_CHECK(rows == 0 ? x.numel() == 0 : x.numel() % rows == 0, op, "rstd has ", rows,
+           " values, which do not divide x of shape ", shape_str(x.shape()), " into rows");
+  NG_CHECK(mean.defined(), op, "expected the saved mean, got an undefined tensor");
+  // (No rows: nothing reads the weight, whose length x's empty shape does not tell here.)
+  check_backward_inputs(dy, x, mean, rstd, rows, weight, rows == 0 && weight.defined() ? weight.numel() : n,
+                        op);
   norms::NormGrads gr;
   if (need_dx) gr.dx = row_dx(dy, x, mean, rstd, rows, n, weight, 1, n, 1, true, op);
   if (need_dweight || need_dbias)
@@ -552,9 +584,12 @@ norms::NormStats rms_norm_forward(const Tensor& x, int64_t n, const Tensor& weig
 norms::NormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd,
                                    const Tensor& weight, bool need_dx, bool need_dweight) {
   const char* op = "cuda::rms_norm_backward";
-  check_row_input(x, op);
-  check_row_input(dy, op);
+  NG_CHECK(rstd.defined(), op, "expected the saved rstd, got an undefined tensor");
   const int64_t rows = rstd.numel(), n = rows == 0 ? 0 : x.numel() / rows;
+  NG_CHECK(rows == 0 ? x.numel() == 0 : x.numel() % rows == 0, op, "rstd has ", rows,
+           " values, which do not divide x of shape ", shape_str(x.shape()), " into rows");
+  check_backward_inputs(dy, x, Tensor(), rstd, rows, weight,
+                        rows == 0 && weight.defined() ? weight.numel() : n, op);
   norms::NormGrads gr;
   if (need_dx) gr.dx = row_dx(dy, x, Tensor(), rstd, rows, n, weight, 1, n, 1, false, op);
   if (need_dweight) column_grads(dy, x, Tensor(), rstd, rows, n, &gr.dweight, nullptr, op);
@@ -584,9 +619,12 @@ norms::NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Te
                                      bool need_dweight, bool need_dbias) {
   const char* op = "cuda::group_norm_backward";
   check_row_input(x, op);
-  check_row_input(dy, op);
   int64_t N, C, S;
   ncs(x, N, C, S, op);
+  NG_CHECK(G > 0 && C % G == 0, op, "num_groups ", G, " must divide the ", C, " channels of x ",
+           shape_str(x.shape()));
+  NG_CHECK(mean.defined(), op, "expected the saved mean, got an undefined tensor");
+  check_backward_inputs(dy, x, mean, rstd, N * G, weight, C, op);
   norms::NormGrads gr;
   if (need_dx) gr.dx = row_dx(dy, x, mean, rstd, N * G, (C / G) * S, weight, G, C / G, S, true, op);
   if (need_dweight || need_dbias) {
@@ -679,9 +717,10 @@ norms::NormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Te
                                      bool need_dweight, bool need_dbias) {
   const char* op = "cuda::batch_norm_backward";
   check_row_input(x, op);
-  check_row_input(dy, op);
   int64_t N, C, S;
   ncs(x, N, C, S, op);
+  NG_CHECK(mean.defined(), op, "expected the saved mean, got an undefined tensor");
+  check_backward_inputs(dy, x, mean, rstd, C, weight, C, op);
   norms::NormGrads gr;
   NG_CUDA_DISPATCH_FLOAT(x.dtype(), op, [&]<typename T>() {
     using A = acc_t<T>;

@@ -56,7 +56,7 @@ Tensor reduce(const Tensor& x, std::vector<int64_t> dims, bool keepdim, bool tak
   const int64_t rows = numel(kept_shape);
   Tensor out = empty(out_shape, x.dtype(), x.device());
   if (rows == 0) return out;
-  const double scale = take_mean ? 1.0 / double(L) : 1.0;  // mean of nothing: 0 * inf = nan, as on the CPU
+  const double scale = take_mean ? 1.0 / double(L) : 1.0;  // mean of nothing: NaN (ng::mean refuses it first)
   NG_CUDA_DISPATCH_FLOAT(x.dtype(), op, [&]<typename T>() {
     row_sum_kernel<T>
         <<<grid_x(rows, op), 256>>>(dptr<T>(xc), dptr<T>(out), rows, L, L == 0 && take_mean ? NAN : scale);

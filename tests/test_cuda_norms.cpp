@@ -261,6 +261,55 @@ TEST(CudaNorms, ErrorsNameOpAndDevices) {
   EXPECT_NE(msg.find("cuda::group_norm: num_groups 4 must divide the 6 channels"), std::string::npos) << msg;
 }
 
+// The raw backward halves (cuda/norms.h, public) check what they read besides x (stop 44, written without
+// a GPU): dy like x, the saved statistics' count and dtype, the weight's length. Before, they checked only
+// that dy was a contiguous floating CUDA tensor, and a shorter dy or weight was read past its end.
+TEST(CudaNorms, BackwardHalvesCheckWhatTheyRead) {
+  NG_REQUIRE_GPU();
+  Tensor x = on_gpu(ng::randn({4, 8}, ng::default_generator()));
+  const ng::norms::NormStats st = ng::cuda::layer_norm_forward(x, 8, Tensor(), Tensor(), 1e-5);
+  auto ln = [&](const Tensor& dy, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+    return error_of([&] { ng::cuda::layer_norm_backward(dy, x, mean, rstd, w, true, true, true); });
+  };
+  const Tensor dy = on_gpu(ng::ones({4, 8}));
+  std::string msg = ln(on_gpu(ng::ones({4, 8}, DType::f64)), st.mean, st.rstd, Tensor());
+  EXPECT_NE(msg.find("cuda::layer_norm_backward: expected dy like x: (4, 8) f32 on cuda:0, got (4, 8) f64"),
+            std::string::npos)
+      << msg;
+  msg = ln(on_gpu(ng::ones({4, 7})), st.mean, st.rstd, Tensor());
+  EXPECT_NE(msg.find("expected dy like x: (4, 8) f32 on cuda:0, got (4, 7) f32"), std::string::npos) << msg;
+  msg = ln(on_gpu(ng::ones({8, 4})).t(), st.mean, st.rstd, Tensor());
+  EXPECT_NE(msg.find("expected a contiguous dy, got shape (4, 8) with strides (1, 4)"), std::string::npos)
+      << msg;
+  msg = ln(dy, st.mean, st.rstd.narrow(0, 0, 3), Tensor());
+  EXPECT_NE(msg.find("rstd has 3 values, which do not divide x of shape (4, 8) into rows"), std::string::npos)
+      << msg;
+  msg = ln(dy, st.mean.to(ng::Device::cpu()), st.rstd, Tensor());
+  EXPECT_NE(msg.find("mean is on cpu, expected cuda:0 like x"), std::string::npos) << msg;
+  msg = ln(dy, st.mean, st.rstd, on_gpu(ng::ones({4})));
+  EXPECT_NE(msg.find("expected weight to be 8 contiguous f32 values, got (4) f32"), std::string::npos) << msg;
+  EXPECT_EQ(ln(dy, st.mean, st.rstd, on_gpu(ng::ones({8}))), "");  // the right inputs go through
+  // GroupNorm and BatchNorm: statistics of the wrong count.
+  Tensor x3 = on_gpu(ng::randn({2, 4, 3}, ng::default_generator()));
+  const ng::norms::NormStats gs = ng::cuda::group_norm_forward(x3, 2, Tensor(), Tensor(), 1e-5);
+  msg = error_of([&] {
+    ng::cuda::group_norm_backward(on_gpu(ng::ones({2, 4, 3})), x3, gs.mean, gs.rstd, 4, Tensor(), true, false,
+                                  false);
+  });
+  EXPECT_NE(msg.find("cuda::group_norm_backward: expected rstd to be 8 contiguous f32 values, got (2, 2)"),
+            std::string::npos)
+      << msg;
+  const ng::norms::NormStats bs =
+      ng::cuda::batch_norm_forward_train(x3, Tensor(), Tensor(), 1e-5, Tensor(), Tensor(), 0.1);
+  msg = error_of([&] {
+    ng::cuda::batch_norm_backward(on_gpu(ng::ones({2, 4, 3})), x3, bs.mean.narrow(0, 0, 2), bs.rstd, Tensor(),
+                                  true, true, false, false);
+  });
+  EXPECT_NE(msg.find("cuda::batch_norm_backward: expected mean to be 4 contiguous f32 values, got (2) f32"),
+            std::string::npos)
+      << msg;
+}
+
 // Empty inputs, as on the CPU (stop 40; needs a GPU, none was lent): LayerNorm/RMSNorm on a batch of no rows
 // give weight/bias gradients of zeros in the parameters' shape (the kernels' length-0 sums were reshaped to
 // (n) and refused); GroupNorm on (N, C, 0) returns its empty output (the kernel read a first value as the

@@ -335,7 +335,14 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
       // does. (Until stop 42 weight_b was 1 - weight_a, which sent a NaN a's gradient to b; stop 42 gave it
       // to the NaN input only, which the PyTorch comparison in bench/special_values showed is not its rule.)
       Tensor av = saved_a.unpack(), bv = saved_b.unpack(), yv = saved_y.unpack();
-      check_cpu(yv, name);  // the tie-splitting weights below are a CPU loop (no device kernel)
+      // The weights are a CPU loop (no device kernel): a CUDA run brings a and b over and sends the weights
+      // back. (Until stop 44 it refused here, so a model with maximum trained forward on the GPU and failed
+      // only in backward.)
+      const Device device = yv.device();
+      if (!device.is_cpu()) {
+        av = av.detach().to(Device::cpu());
+        bv = bv.detach().to(Device::cpu());
+      }
       Tensor wa = empty(yv.shape(), yv.dtype()), wb = empty(yv.shape(), yv.dtype());
       NG_DISPATCH_FLOAT(yv.dtype(), name, [&]<typename scalar_t>() {
         using T = scalar_t;
@@ -351,6 +358,10 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
           pwb[i] = pa[i] == pb[i] ? T(0.5) : T(b_wins);
         }
       });
+      if (!device.is_cpu()) {
+        wa = wa.to(device);
+        wb = wb.to(device);
+      }
       return std::vector<Tensor>{sum_to(mul(dout, wa), sa), sum_to(mul(dout, wb), sb)};
     });
   }
