@@ -18,6 +18,10 @@
 //   --filter matmul,rms_norm       only entries whose name contains one of the comma-separated words
 //   --quick                        fewer shapes and repetitions (a smoke run, seconds)
 //
+// Validation: before an entry is timed, its result on the entry's own inputs is checked against a reference
+// (the scalar reference loops, dot products in double, Adam's formula); a mismatch ends the run with exit
+// status 3 and the entry named. (The exp2 step is checked by the tests instead: tinylm_vs_pytorch.)
+//
 // Timing: each case runs once to warm up, then repeats until it has run >= 3 times and >= --min-time
 // seconds; `seconds` is the best repetition (the least disturbed by other processes), `median` is also
 // printed. On a shared machine compare ratios taken in the same run, not absolute numbers across runs.
@@ -28,6 +32,7 @@
 #include "bench/peak_fma-inl.h"
 #include "bench/exp2_step.h"
 #include "bench/round_trip.h"
+#include "bench/validate.h"
 #include "examples/common/finite_range.h"
 #include "hwy/highway.h"
 
@@ -72,6 +77,8 @@ HWY_EXPORT(PeakFmaF32);
 namespace {
 
 using json = nlohmann::json;
+using ng_bench::validate;
+using ng_bench::ValidationError;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -319,6 +326,23 @@ void bench_matmul(const std::vector<double>& peak_by_threads) {
       for (size_t i = 0; i < B.size(); ++i) B[i] = float(int(i % 7) - 3) * 0.01f;
       const int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
       const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
+      // Validation: 256 sampled entries of C against their dot products in double.
+      ng::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), s.N, false);
+      for (int64_t q = 0; q < 256; ++q) {
+        const int64_t i = (q * 7919) % s.M, j = (q * 104729 + q / 7) % s.N;
+        double dot = 0, mag = 0;
+        for (int64_t k = 0; k < s.K; ++k) {
+          const double a = A[size_t(ta ? k * lda + i : i * lda + k)],
+                       b = B[size_t(tb ? j * ldb + k : k * ldb + j)];
+          dot += a * b;
+          mag += std::abs(a * b);
+        }
+        const double got = C[size_t(i * s.N + j)];
+        if (!(std::abs(got - dot) <= 1e-5 * mag + 1e-30))
+          throw ValidationError(name + ": C[" + std::to_string(i) + ", " + std::to_string(j) +
+                                "] = " + std::to_string(got) + ", its dot product in double is " +
+                                std::to_string(dot));
+      }
       // The main thread count, and 1 thread for the scaling figure (NN only, to keep the run short).
       // The two are timed in turns (time_in_turns), so that their ratio does not depend on the host's phase.
       std::vector<int> thread_counts = {opt.threads};
@@ -401,21 +425,35 @@ std::string shape_name(int64_t rows, int64_t cols) {
 // The selected passes of one norm entry (base = "<norm>/<shape>/<dtype>"): the forward, the backward from
 // saved statistics, and both, each against its compulsory traffic (E bytes per element, numel elements):
 //   fwd: read x, write y: 2 numel E;  bwd: read dy and x, write dx: 3 numel E;  both: 5 numel E.
+// forward(impl) and backward(saved, impl) run the fast kernels (Impl::fast) or the reference loops: y, dx,
+// dweight and dbias are validated against the reference before any timing.
 template <class Forward, class Backward>
 void time_norm_passes(const std::string& norm, const std::string& base, const std::string& shape,
                       const std::string& dname, double E, double numel, const Forward& forward,
                       const Backward& backward) {
-  const ng::norms::NormStats saved = forward();
+  using ng::norms::Impl;
+  const ng::norms::NormStats saved = forward(Impl::fast);
+  {
+    // bf16 outputs may round the other way where the two computations differ in the last f32 bits.
+    const double tol = dname == "bf16" ? 1e-2 : 1e-4;
+    const ng::norms::NormStats ref = forward(Impl::reference);
+    validate(base + " y", saved.y, ref.y, tol);
+    const ng::norms::NormGrads fast_grads = backward(saved, Impl::fast),
+                               ref_grads = backward(ref, Impl::reference);
+    validate(base + " dx", fast_grads.dx, ref_grads.dx, tol);
+    validate(base + " dweight", fast_grads.dweight, ref_grads.dweight, 1e-5, true);
+    validate(base + " dbias", fast_grads.dbias, ref_grads.dbias, 1e-5, true);
+  }
   if (selected(base + "/fwd")) {
-    Timing t = time_it([&] { forward(); });
+    Timing t = time_it([&] { forward(Impl::fast); });
     emit_bandwidth(norm, base + "/fwd", shape, dname, "fwd", numel * E, 2 * numel * E, t);
   }
   if (selected(base + "/bwd")) {
-    Timing t = time_it([&] { backward(saved); });
+    Timing t = time_it([&] { backward(saved, Impl::fast); });
     emit_bandwidth(norm, base + "/bwd", shape, dname, "bwd", numel * E, 3 * numel * E, t);
   }
   if (selected(base + "/fwd+bwd")) {
-    Timing t = time_it([&] { backward(forward()); });
+    Timing t = time_it([&] { backward(forward(Impl::fast), Impl::fast); });
     emit_bandwidth(norm, base + "/fwd+bwd", shape, dname, "fwd+bwd", numel * E, 5 * numel * E, t);
   }
 }
@@ -442,21 +480,22 @@ void bench_norms() {
         // Per-channel parameters in the compute dtype (f32 for bf16 x). GroupNorm: 32 groups of channels.
         const int64_t C = cols, G = 32;
         const ng::Tensor w = ng::ones({C}), b = ng::zeros({C});
-        auto forward = [&]() -> ng::norms::NormStats {
-          if (n == "layer_norm") return ng::norms::layer_norm_forward(x, cols, w, b, 1e-5);
-          if (n == "rms_norm") return ng::norms::rms_norm_forward(x, cols, w, 1e-5);
+        auto forward = [&](ng::norms::Impl impl) -> ng::norms::NormStats {
+          if (n == "layer_norm") return ng::norms::layer_norm_forward(x, cols, w, b, 1e-5, impl);
+          if (n == "rms_norm") return ng::norms::rms_norm_forward(x, cols, w, 1e-5, impl);
           if (n == "batch_norm")
-            return ng::norms::batch_norm_forward(x, rows, C, 1, w, b, ng::Tensor(), ng::Tensor(), 1e-5);
-          return ng::norms::group_norm_forward(x, rows, C, 1, G, w, b, 1e-5);
+            return ng::norms::batch_norm_forward(x, rows, C, 1, w, b, ng::Tensor(), ng::Tensor(), 1e-5, impl);
+          return ng::norms::group_norm_forward(x, rows, C, 1, G, w, b, 1e-5, impl);
         };
-        auto backward = [&](const ng::norms::NormStats& st) {
+        auto backward = [&](const ng::norms::NormStats& st, ng::norms::Impl impl) {
           if (n == "layer_norm")
-            return ng::norms::layer_norm_backward(dy, x, st.mean, st.rstd, w, true, true, true);
-          if (n == "rms_norm") return ng::norms::rms_norm_backward(dy, x, st.rstd, w, true, true);
+            return ng::norms::layer_norm_backward(dy, x, st.mean, st.rstd, w, true, true, true, impl);
+          if (n == "rms_norm") return ng::norms::rms_norm_backward(dy, x, st.rstd, w, true, true, impl);
           if (n == "batch_norm")
             return ng::norms::batch_norm_backward(dy, x, st.mean, st.rstd, w, rows, C, 1, true, true, true,
-                                                  true);
-          return ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, rows, C, 1, G, true, true, true);
+                                                  true, impl);
+          return ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, rows, C, 1, G, true, true, true,
+                                                impl);
         };
         time_norm_passes(norm, base, shape, dname, double(ng::dtype_size(dt)), double(rows * cols), forward,
                          backward);
@@ -481,14 +520,15 @@ void bench_norms_spatial() {
       const ng::Tensor x = ng::randn({N, C, 32, 32}, g).to(dt), dy = ng::randn({N, C, 32, 32}, g).to(dt);
       const ng::Tensor w = ng::ones({C}), b = ng::zeros({C});
       const bool bn = norm == "batch_norm";
-      auto forward = [&] {
-        return bn ? ng::norms::batch_norm_forward(x, N, C, S, w, b, ng::Tensor(), ng::Tensor(), 1e-5)
-                  : ng::norms::group_norm_forward(x, N, C, S, G, w, b, 1e-5);
+      auto forward = [&](ng::norms::Impl impl) {
+        return bn ? ng::norms::batch_norm_forward(x, N, C, S, w, b, ng::Tensor(), ng::Tensor(), 1e-5, impl)
+                  : ng::norms::group_norm_forward(x, N, C, S, G, w, b, 1e-5, impl);
       };
-      auto backward = [&](const ng::norms::NormStats& st) {
+      auto backward = [&](const ng::norms::NormStats& st, ng::norms::Impl impl) {
         return bn ? ng::norms::batch_norm_backward(dy, x, st.mean, st.rstd, w, N, C, S, true, true, true,
-                                                   true)
-                  : ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, N, C, S, G, true, true, true);
+                                                   true, impl)
+                  : ng::norms::group_norm_backward(dy, x, st.mean, st.rstd, w, N, C, S, G, true, true, true,
+                                                   impl);
       };
       time_norm_passes(norm, base, shape, ng::dtype_name(dt), double(ng::dtype_size(dt)), double(N * C * S),
                        forward, backward);
@@ -574,7 +614,10 @@ void bench_softmax_loss_adam() {
     ng::Generator g(2);
     const std::string sm = "softmax/" + shape + "/f32/fwd";
     if (selected(sm)) {
-      ng::Tensor x = ng::randn({rows, cols}, g), y = ng::empty({rows, cols});
+      ng::Tensor x = ng::randn({rows, cols}, g), y = ng::empty({rows, cols}), ref = ng::empty({rows, cols});
+      ng::softmax_rows(x.data<float>(), y.data<float>(), rows, cols, false);
+      ng::softmax_rows_reference(x.data<float>(), ref.data<float>(), rows, cols, false);
+      validate(sm, y, ref, 1e-5);
       Timing t = time_it([&] { ng::softmax_rows(x.data<float>(), y.data<float>(), rows, cols, false); });
       emit_bandwidth("softmax", sm, shape, "f32", "fwd", numel * E, 2 * numel * E, t);
     }
@@ -584,6 +627,20 @@ void bench_softmax_loss_adam() {
       std::vector<int64_t> tg(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) tg[size_t(r)] = (r * 7919) % cols;
       ng::Tensor targets = ng::from_vector(tg, {rows});
+      {
+        // the mean loss and its gradient against the reference rows: lse - x[target], and
+        // (softmax - onehot) / rows
+        ng::Tensor lse = ng::empty({rows}), grad = ng::empty({rows, cols});
+        ng::cross_entropy_rows_reference(logits.data<float>(), tg.data(), -100, 1.0f / float(rows),
+                                         lse.data<float>(), grad.data<float>(), rows, cols);
+        double loss = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          loss += double(lse.data<float>()[r]) - logits.data<float>()[r * cols + tg[size_t(r)]];
+        ng::cross_entropy(logits, targets).backward();
+        validate(ce + " loss", ng::cross_entropy(logits, targets).detach(),
+                 ng::tensor({loss / double(rows)}).reshape({}), 1e-5);
+        validate(ce + " grad", logits.grad(), grad, 1e-5);
+      }
       Timing t = time_it([&] {
         logits.zero_grad();
         ng::cross_entropy(logits, targets).backward();
@@ -595,6 +652,13 @@ void bench_softmax_loss_adam() {
       ng::Tensor p = ng::randn({rows, cols}, g).requires_grad_();
       p.set_grad(ng::randn({rows, cols}, g));
       ng::optim::Adam adam(std::vector<ng::Tensor>{p});
+      {
+        // Step 1 from zero moments: m_hat = g and v_hat = g^2, so p -= lr * g / (|g| + eps).
+        const ng::optim::AdamOptions o = adam.options;
+        const ng::Tensor p0 = p.detach().clone(), gr = p.grad();
+        adam.step();
+        validate(ad, p.detach(), ng::sub(p0, ng::mul(ng::div(gr, ng::add(ng::abs(gr), o.eps)), o.lr)), 1e-6);
+      }
       Timing t = time_it([&] { adam.step(); });
       emit_bandwidth("adam", ad, shape, "f32", "step", numel * E, 7 * numel * E, t);
     }
@@ -801,14 +865,19 @@ int main(int argc, char** argv) {
   ng::set_num_threads(opt.threads);
   emit_round_trip("start");
 
-  bench_copy_curve();
-  bench_matmul(peak);
-  bench_norms();
-  bench_norms_spatial();
-  bench_add_norm();
-  bench_fresh_output();
-  bench_softmax_loss_adam();
-  bench_train_step();
+  try {
+    bench_copy_curve();
+    bench_matmul(peak);
+    bench_norms();
+    bench_norms_spatial();
+    bench_add_norm();
+    bench_fresh_output();
+    bench_softmax_loss_adam();
+    bench_train_step();
+  } catch (const ValidationError& e) {
+    std::cerr << "normgrad_bench: validation failed, no figure for it or after it: " << e.what() << "\n";
+    return 3;
+  }
   emit_round_trip("end");
 
   struct rusage ru {};
