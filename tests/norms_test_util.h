@@ -86,6 +86,35 @@ inline double max_rel_diff(const Tensor& a, const Tensor& b) {
   return max_abs_diff(a, b) / scale;
 }
 
+// How far a (the fast kernel's output) is from b (the reference's) beyond what rounding into a's dtype
+// explains: the worst |a - b| - rtol |b| over the elements (a NaN in one but not the other: infinity).
+// With rtol = one unit in the last place of the dtype (half_rtol), two computations whose f32 results
+// differ in their last bits may round to neighbouring values and still pass with a small atol, while a
+// backward that drops a term of its formula (off by 0.06-0.27 where dx is 0.5-2) fails. The fast-vs-
+// reference tests used an absolute 0.3 in bf16 until stop 44, which such a backward passed.
+inline double max_diff_beyond(const Tensor& a, const Tensor& b, double rtol) {
+  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  EXPECT_EQ(va.size(), vb.size());
+  double m = 0;
+  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
+    if (std::isnan(va[i]) != std::isnan(vb[i])) return INFINITY;
+    if (!std::isnan(va[i])) m = std::max(m, std::abs(va[i] - vb[i]) - rtol * std::abs(vb[i]));
+  }
+  return m;
+}
+// max_abs_diff relative to 1 + the largest |b|: for sums over many rows (dweight, dbias), whose rounding
+// has the scale of their largest value, and which may all be 0 (a LayerNorm row of one value).
+inline double max_diff_scaled(const Tensor& a, const Tensor& b) {
+  double scale = 0;
+  for (double v : b.to_vector<double>()) scale = std::max(scale, std::abs(v));
+  return max_abs_diff(a, b) / (1 + scale);
+}
+// One unit in the last place, relative: 2^-7 for bf16, 2^-10 for f16; 0 for f32 and f64, which the tests
+// compare absolutely.
+inline double half_rtol(DType dt) {
+  return dt == DType::bf16 ? 0x1p-7 : dt == DType::f16 ? 0x1p-10 : 0.0;
+}
+
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   Tensor ca = a.contiguous(), cb = b.contiguous();

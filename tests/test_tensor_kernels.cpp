@@ -44,7 +44,7 @@ TEST(Kernels, SumRowsMatchReferenceOnEveryTarget) {
 TEST(Kernels, ColumnSumsMatchReferenceOnEveryTarget) {
   Generator g(2);
   Tensor x = randn({37, 70}, g), x64 = x.to(DType::f64);
-  for_each_target([&] {
+  const int ran = for_each_target([&] {
     for (int64_t C : {1, 3, 8, 13, 64, 69}) {
       std::vector<double> a(size_t(C), 1.0), b(size_t(C), 1.0), c(size_t(C), 1.0), d(size_t(C), 1.0);
       simd::add_rows_to(x.data<float>() + 1, 37, C, 70, a.data());
@@ -57,12 +57,13 @@ TEST(Kernels, ColumnSumsMatchReferenceOnEveryTarget) {
       }
     }
   });
+  EXPECT_GE(ran, 2);  // EMU128 and at least one x86 target
 }
 
 TEST(Kernels, SoftmaxRowsMatchReferenceOnEveryTarget) {
   Generator g(3);
   Tensor x = mul(randn({4200}, g), 3.0), x64 = x.to(DType::f64);
-  for_each_target([&] {
+  const int ran = for_each_target([&] {
     for (int64_t n : kLengths) {
       if (n == 0) continue;
       for (bool log : {false, true}) {
@@ -97,6 +98,7 @@ TEST(Kernels, SoftmaxRowsMatchReferenceOnEveryTarget) {
       EXPECT_NEAR(lse, lse_ref, 2e-5) << n;
     }
   });
+  EXPECT_GE(ran, 2);  // EMU128 and at least one x86 target
 }
 
 // The row kernels' `end` argument only lets RowMax prefetch the rows after this one (rows of 4 KiB and
@@ -105,7 +107,7 @@ TEST(Kernels, SoftmaxRowsMatchReferenceOnEveryTarget) {
 // is wrong; the bound is there to keep every address inside the caller's memory.)
 TEST(Kernels, SoftmaxRowPrefetchEndChangesNothing) {
   Generator g(5);
-  for_each_target([&] {
+  const int ran = for_each_target([&] {
     for (int64_t n : {1024, 1031, 2100, 4099}) {
       const int64_t rows = 5;
       Tensor x = mul(randn({rows, n}, g), 2.0), x64 = x.to(DType::f64);
@@ -135,6 +137,7 @@ TEST(Kernels, SoftmaxRowPrefetchEndChangesNothing) {
       }
     }
   });
+  EXPECT_GE(ran, 2);  // EMU128 and at least one x86 target
 }
 
 // FastExp (kernels/fast_exp-inl.h), the exp inside the softmax / cross-entropy kernels, against std::exp
@@ -148,7 +151,7 @@ TEST(Kernels, FastExpMatchesStdExpOnEveryTarget) {
   const size_t n_in_range = x.size();
   for (float v : {-87.5f, -100.0f, -1e30f, -INFINITY}) x.push_back(v);
   double worst = 0;
-  for_each_target([&] {
+  const int ran = for_each_target([&] {
     std::vector<float> y(x.size());
     simd::fast_exp_row(x.data(), y.data(), int64_t(x.size()));
     for (size_t k = 0; k < n_in_range; ++k) {
@@ -162,13 +165,14 @@ TEST(Kernels, FastExpMatchesStdExpOnEveryTarget) {
     simd::fast_exp_row(x.data() + n_in_range - 10, one.data(), 1);  // x = 0
     EXPECT_EQ(one[0], 1.0f);
   });
+  EXPECT_GE(ran, 2);  // EMU128 and at least one x86 target
   std::printf("FastExp: worst relative error %.3g (f32 ulp = %.3g)\n", worst, double(FLT_EPSILON));
 }
 
 TEST(Kernels, ElementwiseMatchesScalarOnEveryTarget) {
   Generator g(4);
   Tensor a = randn({1100}, g), b = add(rand({1100}, g), 0.5);
-  for_each_target([&] {
+  const int ran = for_each_target([&] {
     for (int64_t n : kLengths) {
       if (n > 1099) continue;
       std::vector<float> y(static_cast<size_t>(n));
@@ -191,6 +195,7 @@ TEST(Kernels, ElementwiseMatchesScalarOnEveryTarget) {
       }
     }
   });
+  EXPECT_GE(ran, 2);  // EMU128 and at least one x86 target
 }
 
 // simd::unary_backward against the scalar loop (unary_backward_reference), for every op that has a SIMD
