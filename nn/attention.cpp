@@ -44,10 +44,11 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& cfg, Generator& 
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
 }
 
-// The tables and the mask are kept for the longest T seen so far (grown by doubling) and sliced to T, so a
+// The RoPE tables are kept for the longest T seen so far (grown by doubling) and sliced to T, so a
 // generation loop that grows T one token at a time computes them O(log T) times and keeps one copy.
-// On a device, the tables and the mask are built on the CPU and copied there once (and again if the model
-// moves to another device).
+// On a device, the tables are built on the CPU and copied there once (and again if the model moves to
+// another device). (The causal mask is not kept: causal_softmax needs none on the CPU, and builds one per
+// call on a device, tensor/ops/softmax.cpp.)
 RopeTables CausalSelfAttention::rope_for(int64_t T, DType dtype, Device device) {
   std::lock_guard<std::mutex> lock(rope_mutex_);  // (see attention.h; the slices below keep their storage)
   RopeTables& cached = rope_cache_[int(dtype)];
