@@ -345,3 +345,12 @@ TEST(TinyLM, LessonOriginalUnmaskedAttentionSeesTheTarget) {
   EXPECT_LT(lesson_rope, lesson);           // with positions it can find the exact target
   ng::set_num_threads(0);
 }
+
+// docs/attention.md writes the lesson's configuration as a designated initializer; it must compile (its
+// fields were out of declaration order until stop 44) and mean what the doc says.
+TEST(TinyLM, LessonOriginalConfigAsTheDocsWriteIt) {
+  const nn::TinyLMConfig c{.attn_bias = true, .causal = false, .position = "none"};
+  EXPECT_TRUE(c.attn_bias);
+  EXPECT_FALSE(c.causal);
+  EXPECT_EQ(c.position, "none");
+}
