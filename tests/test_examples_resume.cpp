@@ -237,3 +237,40 @@ TEST(Examples, ADivergedRunIsNotSaved) {
   ASSERT_GE(r.nan_step, 1) << "lr 1e30 without norms should diverge";
   EXPECT_FALSE(fs::exists(ckpt));
 }
+
+// The Shakespeare task's windows: every start in [0, N - T - 1] is drawn, so the split's last id is a
+// target too, and a split of exactly T + 1 ids (one window) is taken. Until stop 44 randint's exclusive
+// bound was N - T - 1: the last window was never drawn (8000 batches of a 10-id split saw starts 0-4, never
+// 5, and never the target 9), and a split of T + 1 ids was refused as "shorter than seq + 1".
+TEST(Examples, ShakespeareWindowsCoverTheWholeSplit) {
+  LMTask task;
+  task.name = "shakespeare";
+  task.vocab = 10;
+  for (int64_t i = 0; i < 10; ++i) task.train_ids.push_back(i);  // id = its position: a token says its start
+  Generator gen(1);
+  Tensor tokens, targets;
+  task.batch(8000, 4, gen, tokens, targets);
+  std::vector<int> seen(10, 0);
+  const std::vector<int64_t> x = tokens.to_vector<int64_t>(), y = targets.to_vector<int64_t>();
+  for (size_t b = 0; b < 8000; ++b) {
+    ++seen[size_t(x[b * 4])];
+    ASSERT_EQ(y[b * 4 + 3], x[b * 4] + 4);  // the window's last target
+  }
+  for (int64_t s = 0; s <= 5; ++s) EXPECT_GT(seen[size_t(s)], 1000) << "start " << s;  // ~1333 each
+  for (int64_t s = 6; s < 10; ++s) EXPECT_EQ(seen[size_t(s)], 0) << "start " << s;
+  // One window exactly.
+  task.train_ids = {3, 1, 4, 1, 5};
+  task.batch(3, 4, gen, tokens, targets);
+  EXPECT_EQ(tokens.to_vector<int64_t>(), (std::vector<int64_t>{3, 1, 4, 1, 3, 1, 4, 1, 3, 1, 4, 1}));
+  EXPECT_EQ(targets.to_vector<int64_t>(), (std::vector<int64_t>{1, 4, 1, 5, 1, 4, 1, 5, 1, 4, 1, 5}));
+  task.train_ids = {3, 1, 4, 1};
+  try {
+    task.batch(1, 4, gen, tokens, targets);
+    ADD_FAILURE() << "a split of 4 ids gave a window of 5";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("LMTask::batch: the training split has 4 tokens, fewer than seq + 1 = 5"),
+        std::string::npos)
+        << e.what();
+  }
+}

@@ -53,8 +53,13 @@ void LMTask::batch(int64_t B, int64_t T, Generator& gen, Tensor& tokens, Tensor&
       }
   } else {
     const std::vector<int64_t>& ids = val ? val_ids : train_ids;
-    NG_CHECK(int64_t(ids.size()) > T + 1, "LMTask::batch", "corpus shorter than seq + 1 = ", T + 1);
-    std::vector<int64_t> starts = randint(0, int64_t(ids.size()) - T - 1, {B}, gen).to_vector<int64_t>();
+    // A window is T + 1 ids, so its start runs over [0, N - T - 1], every one of them: randint's bound is
+    // exclusive. (Until stop 44 it was N - T - 1, so the last window was never drawn and the split's last
+    // id never a target; and a split of exactly T + 1 ids, one window, was refused.)
+    const int64_t N = int64_t(ids.size());
+    NG_CHECK(N >= T + 1, "LMTask::batch", "the ", val ? "validation" : "training", " split has ", N,
+             " tokens, fewer than seq + 1 = ", T + 1);
+    std::vector<int64_t> starts = randint(0, N - T, {B}, gen).to_vector<int64_t>();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) {
         x[size_t(b * T + t)] = ids[size_t(starts[size_t(b)] + t)];
