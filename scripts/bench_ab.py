@@ -32,8 +32,10 @@ def main():
     p.add_argument("--min-time", type=float, default=0.15, help="seconds of repetitions per entry and run")
     p.add_argument("--bench-args", default="", help="more arguments for every run, e.g. '--norm-mean 4'")
     args = p.parse_args()
+    # A bare name ("normgrad_bench") is a file here, not one to look up on PATH, as subprocess would.
+    args.binaries = [os.path.abspath(b) for b in args.binaries]
     for b in args.binaries:
-        if not os.access(b, os.X_OK):
+        if not os.path.isfile(b) or not os.access(b, os.X_OK):
             sys.exit(f"bench_ab: {b} is not an executable file")
 
     # entry -> the binary's place on the command line -> [ms]. By place, not path: the same binary twice is

@@ -22,16 +22,20 @@ def load(paths):
     entries = []
     for path in paths:
         try:
-            with open(path) as f:
+            with open(path, errors="replace") as f:  # (a file that is not UTF-8 is then not JSON, below)
                 for number, line in enumerate(f, 1):
                     line = line.strip()
                     if not line:
                         continue
                     try:
-                        entries.append(json.loads(line))
+                        entry = json.loads(line)
                     except json.JSONDecodeError as e:
                         sys.exit("bench_summary: %s line %d is not JSON (%s): give normgrad_bench --json output"
                                  % (path, number, e.msg))
+                    if not isinstance(entry, dict):
+                        sys.exit("bench_summary: %s line %d is not a JSON object: give normgrad_bench --json output"
+                                 % (path, number))
+                    entries.append(entry)
         except OSError as e:
             sys.exit("bench_summary: cannot read %s: %s" % (path, e.strerror))
     return entries
@@ -83,13 +87,13 @@ def main():
     rows = []
 
     def ratio_row(what, sel, target):
-        values = [100 * e["ratio"] for e in sel]
+        values = [100 * e["ratio"] for e in sel if isinstance(e.get("ratio"), (int, float))]
         rows.append((what, span(values, "{:.1f}", "%"), "%g%%: %s" % (target, verdict(values, lambda v: v >= target))))
 
     ratio_row("matmul 1024^3 / 2048^3, NN / NT / TN", pick(entries, "matmul/", CUBES), 70)
     ratio_row("the same, 1 thread (NN)", pick(entries, "matmul/", CUBES, threads=1), 70)
     ratio_row("matmul at the trainer's shapes, all forms", pick(entries, "matmul/", TRAINER_SHAPES), 50)
-    scal = [e["scaling"] for e in pick(entries, "matmul/", threads=1) if "scaling" in e]
+    scal = [e["scaling"] for e in pick(entries, "matmul/", threads=1) if isinstance(e.get("scaling"), (int, float))]
     rows.append(("matmul 1 -> 2 threads (NN, every shape)", span(scal, "{:.2f}", "x"),
                  "1.8x: " + verdict(scal, lambda v: v >= 1.8)))
     for norm, label in (("layer_norm/", "LayerNorm"), ("rms_norm/", "RMSNorm"), ("group_norm/", "GroupNorm (N, C)"),
@@ -103,13 +107,14 @@ def main():
     ratio_row("softmax fwd", pick(entries, "softmax/"), 70)
     ratio_row("cross-entropy fwd+bwd", pick(entries, "cross_entropy/"), 70)
     ratio_row("Adam step", pick(entries, "adam_step/"), 70)
-    steps = [e["ms_per_step"] for e in pick(entries, "train_step/")]
+    steps = [e["ms_per_step"] for e in pick(entries, "train_step/") if isinstance(e.get("ms_per_step"), (int, float))]
     rows.append(("exp2 training step, the four configs (ms)", span(steps, "{:.1f}", " ms"),
                  "100 ms: " + verdict(steps, lambda v: v <= 100)))
-    scal = [e["scaling"] for e in pick(entries, "train_step/", threads=1) if "scaling" in e]
+    scal = [e["scaling"] for e in pick(entries, "train_step/", threads=1) if isinstance(e.get("scaling"), (int, float))]
     rows.append(("exp2 step 1 -> 2 threads", span(scal, "{:.2f}", "x"), "1.8x: " + verdict(scal, lambda v: v >= 1.8)))
-    copies = [e["gbps"] for e in entries if e.get("name") == "copy/16MiB"]
-    peaks = [e["gflops"] for e in entries if e.get("name") == "peak_fma/f32" and e.get("threads") == 1]
+    copies = [e["gbps"] for e in entries if e.get("name") == "copy/16MiB" and isinstance(e.get("gbps"), (int, float))]
+    peaks = [e["gflops"] for e in entries
+             if e.get("name") == "peak_fma/f32" and e.get("threads") == 1 and isinstance(e.get("gflops"), (int, float))]
 
     print("%d run(s): the 16 MiB copy %s GB/s, the peak FMA loop %s GFLOP/s per thread\n" %
           (len(args.runs), span(copies, "{:.1f}"), span(peaks, "{:.0f}")))

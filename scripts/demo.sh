@@ -2,11 +2,14 @@
 # The README's demo command: build, then run experiment 1 (gradient vanishing) and a quick experiment 2
 # (the four-way norm comparison), and say where the plots are.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# OUT is taken relative to where the command was run (it was taken relative to the repository, after the
+# cd below); the default is the repository's results/.
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$(realpath -m "${OUT:-$root/results}")
+cd "$root"
 bash scripts/deps.sh
-cmake --preset release -G Ninja >/dev/null
+cmake --preset release >/dev/null
 cmake --build --preset release -j"$(nproc)" --target exp1_gradient_vanishing exp2_norm_comparison
-out=${OUT:-results}
 mkdir -p "$out"
 ./build/release/examples/exp1_gradient_vanishing --out "$out"
 if [ ! -f data/tinyshakespeare.txt ]; then

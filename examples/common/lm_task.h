@@ -8,7 +8,8 @@
 //                and NO position encoding. Unmasked, token t + 1 (the target) is in plain view of position
 //                t, but without positions self-attention is permutation-equivariant: position t sees the
 //                multiset of the window's tokens and cannot tell which of them sits at t + 1, so no such
-//                model gets below about ln(T - 1) (exp2's summary computes this floor). With positions,
+//                model gets below about 4.10 = E[-ln((1 + K) / (T - 1))], K the target's other copies in
+//                the window (exp2's summary computes this floor, copy_task_floor). With positions,
 //                the same unmasked attention could simply look at token t + 1 and copy it. Either way the
 //                task is not language modelling (docs/attention.md).
 //
