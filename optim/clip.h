@@ -6,8 +6,8 @@
 //
 // Returns `total`, the norm BEFORE clipping (log it: spikes in it are the first sign of instability).
 // The sums run in double in a fixed order (parameter by parameter; within one, four f64 vector accumulators
-// over the elements, simd::sum_sq_dev_row), so the result does not depend on the thread count. Parameters without a .grad are skipped. A non-finite total is returned as
-// is and the gradients are left alone.
+// over the elements, simd::sum_sq_dev_row), so the result does not depend on the thread count. Parameters
+// without a .grad are skipped. A non-finite total is returned as is and the gradients are left alone.
 #pragma once
 
 #include <vector>

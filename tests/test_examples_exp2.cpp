@@ -117,7 +117,8 @@ TEST(Exp2Program, TwoStepCopyRunWritesItsFiles) {
   // ln 63 = 4.143 when a window's tokens are all distinct, which it was taken to be until stop 44.
   EXPECT_NE(md.find("no such model can get below 4.1 in expectation"), std::string::npos) << md;
   EXPECT_NE(md.find("ln 63 = 4.14 when they are all distinct"), std::string::npos) << md;
-  EXPECT_NE(slurp(dir / "norm_comparison.csv").find("hline,floor without positions: 4.1,,4.10069"), std::string::npos);
+  EXPECT_NE(slurp(dir / "norm_comparison.csv").find("hline,floor without positions: 4.1,,4.10069"),
+            std::string::npos);
   EXPECT_NE(md.find("(above the floor)."), std::string::npos) << md;
   // Two steps are too few for any config to converge, and the summary says what that means.
   EXPECT_NE(md.find("No config converged"), std::string::npos) << md;
