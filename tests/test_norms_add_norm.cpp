@@ -106,7 +106,9 @@ TEST(AddNorm, HalfPrecisionMatchesTheUnfusedOps) {
       EXPECT_LE(max_diff_beyond(f.dx, u.dx, rtol), tol) << what;
       EXPECT_LE(max_diff_beyond(f.da, u.da, rtol), tol) << what;
       EXPECT_LE(max_diff_scaled(f.dw, u.dw), 1e-5) << what;
-      if (layer) EXPECT_LE(max_diff_scaled(f.db, u.db), 1e-5) << what;
+      if (layer) {
+        EXPECT_LE(max_diff_scaled(f.db, u.db), 1e-5) << what;
+      }
     }
   }
 }
