@@ -78,12 +78,10 @@ void check_input(const std::vector<Tensor>& inputs, size_t i) {
   // Nudging an element must move that element only. In an expanded view (stride 0) it moves the whole
   // dim, and in two leaves over one storage it moves the other input too: the numeric derivative is then
   // of something else, and gradcheck FAILED a correct backward.
-  if (t.numel() > 0)
-    for (int64_t d = 0; d < t.dim(); ++d)
-      NG_CHECK(t.stride(d) != 0 || t.size(d) <= 1, "gradcheck", "input ", i, " has shape ",
-               shape_str(t.shape()), " and strides ", shape_str(t.strides()), ": dim ", d,
-               " has stride 0, so its ", t.size(d),
-               " elements are one value in memory; pass a contiguous() copy");
+  const int64_t d = expanded_dim(t);
+  NG_CHECK(d < 0, "gradcheck", "input ", i, " has shape ", shape_str(t.shape()), " and strides ",
+           shape_str(t.strides()), ": dim ", d, " has stride 0, so its ", t.size(d),
+           " elements are one value in memory; pass a contiguous() copy");
   for (size_t j = 0; j < i; ++j) {
     const Tensor& o = inputs[j];
     if (!o.defined() || !o.requires_grad() || &o.impl() == &t.impl()) continue;

@@ -193,14 +193,19 @@ void check_untracked_in_place(const Tensor& self, const Tensor* other, const cha
   NG_CHECK(other == nullptr || !other->requires_grad(), op, "its operand requires grad", fix);
 }
 
+int64_t expanded_dim(const Tensor& t) {
+  if (t.numel() == 0) return -1;  // no element at all
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) == 0 && t.size(d) > 1) return d;
+  return -1;
+}
+
 void check_no_internal_overlap(const Tensor& self, const char* op) {
-  if (self.numel() == 0) return;  // no element is written
-  for (int64_t d = 0; d < self.dim(); ++d)
-    NG_CHECK(self.stride(d) != 0 || self.size(d) <= 1, op, "the tensor written in place has shape ",
-             shape_str(self.shape()), " and strides ", shape_str(self.strides()), ": dim ", d,
-             " has stride 0 (an expanded view), so ", self.size(d),
-             " of its elements are one value in memory, and the op would write it ", self.size(d),
-             " times. Write to the tensor before expanding it, or to a contiguous() copy");
+  const int64_t d = expanded_dim(self);
+  NG_CHECK(d < 0, op, "the tensor written in place has shape ", shape_str(self.shape()), " and strides ",
+           shape_str(self.strides()), ": dim ", d, " has stride 0 (an expanded view), so ", self.size(d),
+           " of its elements are one value in memory, and the op would write it ", self.size(d),
+           " times. Write to the tensor before expanding it, or to a contiguous() copy");
 }
 
 // The elements' span of memory, in bytes from the storage's start: [lo, hi).
@@ -295,12 +300,11 @@ void Tensor::set_grad(const Tensor& g) {
     NG_CHECK(g.device() == device(), "set_grad", "gradient is on ", g.device().str(), ", expected ",
              device().str(), " (the tensor's device)");
     // An expanded gradient failed at the next backward, with add_'s error about a tensor written in place.
-    if (g.numel() > 0)
-      for (int64_t d = 0; d < g.dim(); ++d)
-        NG_CHECK(g.stride(d) != 0 || g.size(d) <= 1, "set_grad", "gradient has shape ", shape_str(g.shape()),
-                 " and strides ", shape_str(g.strides()), ": dim ", d,
-                 " has stride 0 (an expanded view), so backward could not add into it in place; pass a "
-                 "contiguous() copy");
+    const int64_t d = expanded_dim(g);
+    NG_CHECK(d < 0, "set_grad", "gradient has shape ", shape_str(g.shape()), " and strides ",
+             shape_str(g.strides()), ": dim ", d,
+             " has stride 0 (an expanded view), so backward could not add into it in place; pass a "
+             "contiguous() copy");
   }
   impl().grad = g.impl_ptr();
 }

@@ -171,6 +171,10 @@ void check_untracked_in_place(const Tensor& self, const Tensor* other, const cha
 //   the op would give on a clone of the source; a loop over the elements in place would read values it had
 //   already overwritten. (PyTorch refuses some of these cases and computes others in its own order.)
 void check_no_internal_overlap(const Tensor& self, const char* op);
+// The first dim of t with stride 0 and more than one element (an expanded view: several of t's elements
+// are one value in memory), or -1 where there is none or t is empty. The one test behind
+// check_no_internal_overlap, set_grad's and gradcheck's checks.
+int64_t expanded_dim(const Tensor& t);
 // src (already expanded to self's shape), or a copy of it where it shares memory with self (the rule above)
 Tensor source_for_write(const Tensor& self, const Tensor& src);
 // The same for a src of any shape that broadcasts to self's (NumPy rules), as copy_ and add_ take it: an

@@ -791,3 +791,30 @@ TEST(ModuleTo, WithoutABackendIsAnError) {
       << msg;
   EXPECT_TRUE(lin.weight.device().is_cpu());  // nothing moved
 }
+
+// The engine and gradcheck with device tensors (the host-memory device): a custom backward that returns its
+// gradient on another device than its input's is named with the node; gradcheck refuses a device input,
+// whose elements it would nudge from the host.
+TEST(DeviceDispatch, EngineAndGradcheckNameTheDevice) {
+  KernelsScope scope(&host_device());
+  Tensor x = ng::ones({3}).to(kDev);
+  x.requires_grad_(true);
+  Tensor y;
+  {
+    ng::NoGradGuard g;
+    y = ng::mul(x, 2.0);
+  }
+  ng::attach(y, "CpuGradBackward", {x},
+             [](const Tensor& dout) -> std::vector<Tensor> { return {dout.to(Device::cpu())}; });
+  std::string msg = error_of([&] { ng::sum(y).backward(); });
+  EXPECT_NE(msg.find("CpuGradBackward: backward returned a gradient on cpu for input 0, expected cuda:0 (the "
+                     "input's device)"),
+            std::string::npos)
+      << msg;
+  Tensor d = ng::ones({2}, DType::f64).to(kDev);
+  d.requires_grad_(true);
+  msg = error_of([&] { ng::gradcheck([](const std::vector<Tensor>& in) { return in[0]; }, {d}); });
+  EXPECT_NE(msg.find("gradcheck: input 0 is on cuda:0; finite differences nudge its elements from the host"),
+            std::string::npos)
+      << msg;
+}
