@@ -44,6 +44,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/finite_range.h"
 #include "examples/common/lm_task.h"
+#include "examples/common/paired.h"
 #include "examples/common/report.h"
 #include "normgrad.h"
 
@@ -262,6 +263,13 @@ static int run(int argc, char** argv) {
   md +=
       "\nConverged = no NaN/Inf and the final loss (mean of the last 50 steps) at least 20% below the mean "
       "of the first 10 (under 60 steps: of the first and last parts, which never overlap).\n\n"
+      "Two configs are ranked by their paired difference: every config sees the same batches, so the "
+      "difference of their losses step by step, over the last " +
+      std::to_string(kFinalWindow) + " steps, cancels what each batch adds. Its standard error comes from " +
+      std::to_string(PairedDiff::kBlocks) + " block means, and a gap counts only beyond " +
+      num(PairedDiff::kT975, 3) +
+      " standard errors (examples/common/paired.h). That is this run's batch-to-batch noise; another seed "
+      "can move all the curves by more.\n\n"
       "## What the run shows\n\n";
   // Which finished config is best?
   int best = -1;
@@ -269,9 +277,25 @@ static int run(int argc, char** argv) {
     if (results[i].nan_step < 0 && (best < 0 || mean_last(results[i].losses, kFinalWindow) <
                                                     mean_last(results[size_t(best)].losses, kFinalWindow)))
       best = int(i);
-  if (best >= 0)
+  if (best >= 0) {
     md += "- Lowest final loss: " + kConfigs[size_t(best)].name + " (" +
-          num(mean_last(results[size_t(best)].losses, kFinalWindow), 4) + ").\n";
+          num(mean_last(results[size_t(best)].losses, kFinalWindow), 4) + ")";
+    // against the next lowest that finished: is the first place beyond this run's noise?
+    int second = -1;
+    for (size_t i = 0; i < kConfigs.size(); ++i)
+      if (int(i) != best && results[i].nan_step < 0 &&
+          (second < 0 || mean_last(results[i].losses, kFinalWindow) <
+                             mean_last(results[size_t(second)].losses, kFinalWindow)))
+        second = int(i);
+    if (second >= 0) {
+      const PairedDiff d =
+          paired_diff(results[size_t(best)].losses, results[size_t(second)].losses, kFinalWindow);
+      md += std::string(d.resolved() ? ", ahead of the next beyond this run's noise: "
+                                     : ", but not clearly ahead of the next: ") +
+            paired_text(d, kConfigs[size_t(best)].name, kConfigs[size_t(second)].name);
+    }
+    md += ".\n";
+  }
   if (best < 0)
     md += "- Every config diverged: none has a final loss to rank.\n";
   else if (std::count(converged.begin(), converged.end(), "-") == std::ptrdiff_t(kConfigs.size()))
@@ -317,17 +341,26 @@ static int run(int argc, char** argv) {
       if (!finished(i)) md += sep + diverged(i), sep = ", ";
     md += ".\n";
   } else {
-    md += std::string(preln < post && prerms < post ? "Pre-LN beat Post-LN, as the lesson says"
-                                                    : "Pre-LN did NOT beat Post-LN here") +
-          "; note Pre-LN also has a 5x larger learning rate, so this compares recipes, not positions "
-          "alone.\n";
+    // Each Pre-LN config against Post-LN, paired step by step (examples/common/paired.h).
+    const PairedDiff ln_vs_post = paired_diff(results[2].losses, results[1].losses, kFinalWindow);
+    const PairedDiff rms_vs_post = paired_diff(results[3].losses, results[1].losses, kFinalWindow);
+    auto lower = [](const PairedDiff& d) { return d.resolved() && d.mean < 0; };
+    auto higher = [](const PairedDiff& d) { return d.resolved() && d.mean > 0; };
+    md += std::string(!ln_vs_post.computed() || !rms_vs_post.computed() ? "Pre-LN against Post-LN"
+                      : lower(ln_vs_post) && lower(rms_vs_post) ? "Pre-LN beat Post-LN, as the lesson says"
+                      : higher(ln_vs_post) && higher(rms_vs_post)
+                          ? "Pre-LN did NOT beat Post-LN here"
+                          : "Pre-LN did not clearly beat Post-LN here") +
+          ": " + paired_text(ln_vs_post, kConfigs[2].name, kConfigs[1].name) + "; " +
+          paired_text(rms_vs_post, kConfigs[3].name, kConfigs[1].name) +
+          ". Pre-LN also has a 5x larger learning rate, so this compares recipes, not positions alone.\n";
   }
-  if (finished(2) && finished(3))
-    md += "- RMSNorm vs LayerNorm (both Pre-LN): difference " + num(prerms - preln, 3) + " in final loss (" +
-          (std::abs(prerms - preln) < 0.05 ? "within 0.05: no meaningful difference at this length"
-                                           : (prerms < preln ? "RMSNorm lower" : "LayerNorm lower")) +
-          ").\n";
-  else
+  if (finished(2) && finished(3)) {
+    // The lesson's ~2.7 against ~2.8 puts RMSNorm 0.1 lower.
+    const PairedDiff rms_vs_ln = paired_diff(results[3].losses, results[2].losses, kFinalWindow);
+    md += "- RMSNorm vs LayerNorm (both Pre-LN; the lesson has RMSNorm 0.1 lower): " +
+          paired_text(rms_vs_ln, kConfigs[3].name, kConfigs[2].name) + ".\n";
+  } else
     md += "- RMSNorm vs LayerNorm: not compared, " + (finished(2) ? diverged(3) : diverged(2)) + ".\n";
   if (task.name == "copy") {
     // Without any position information, self-attention is permutation-equivariant: the output at t is a

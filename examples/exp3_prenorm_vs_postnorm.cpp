@@ -31,6 +31,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/finite_range.h"
 #include "examples/common/lm_task.h"
+#include "examples/common/paired.h"
 #include "examples/common/report.h"
 #include "normgrad.h"
 
@@ -194,6 +195,15 @@ static int run(int argc, char** argv) {
         "so the four runs fit in 2 minutes on 2 cores. Numbers are not comparable with a full run.\n\n";
   md += md_table(
       {"run", "lr", "NaN step", "final loss (last 100)", "std (last 100)", "loss fell by", "seconds"}, rows);
+  md +=
+      "\nTwo runs are compared by their paired difference: all four see the same batches, so the difference "
+      "of their losses step by step, over the last " +
+      std::to_string(kWindow) + " steps, cancels what each batch adds. Its standard error comes from " +
+      std::to_string(PairedDiff::kBlocks) + " block means, and a gap counts only beyond " +
+      num(PairedDiff::kT975, 3) +
+      " standard errors (examples/common/paired.h). That is this run's batch-to-batch noise; another seed "
+      "can "
+      "move all the curves by more.\n";
   md += "\n## What the run shows\n\n";
   for (int64_t layers : {4, 8}) {
     const Run& pre = runs[layers == 4 ? 0 : 2];
@@ -214,17 +224,18 @@ static int run(int argc, char** argv) {
             "loss of step 1 is the untrained model's).\n";
       continue;
     }
-    md += "- " + std::to_string(layers) + " layers: Pre-LN final " + num(pre.final_loss, 4) + " (fell " +
-          num(pre.fell, 3) + ", std " + num(pre.stability, 3) + "), Post-LN final " +
-          num(post.final_loss, 4) + " (fell " + num(post.fell, 3) + ", std " + num(post.stability, 3) +
-          "). " + (pre.final_loss < post.final_loss ? "Pre-LN ends lower." : "Post-LN ends lower.") +
-          (post.stability < pre.stability && post.final_loss > pre.final_loss
-               ? " Post-LN's last-100 std is lower (" + num(post.stability, 3) + " vs " +
-                     num(pre.stability, 3) + ") but it sits " + num(post.final_loss - pre.final_loss, 3) +
-                     " higher: a flatter curve at a higher loss is not better training" +
-                     (post.fell < 0.95 * pre.fell ? ", and its loss fell less." : ".")
-               : "") +
-          "\n";
+    md +=
+        "- " + std::to_string(layers) + " layers: Pre-LN final " + num(pre.final_loss, 4) + " (fell " +
+        num(pre.fell, 3) + ", std " + num(pre.stability, 3) + "), Post-LN final " + num(post.final_loss, 4) +
+        " (fell " + num(post.fell, 3) + ", std " + num(post.stability, 3) + "). " +
+        paired_text(paired_diff(pre.result.losses, post.result.losses, kWindow), pre.name, post.name) + "." +
+        (post.stability < pre.stability && post.final_loss > pre.final_loss
+             ? " Post-LN's last-100 std is lower (" + num(post.stability, 3) + " vs " +
+                   num(pre.stability, 3) + ") but it sits " + num(post.final_loss - pre.final_loss, 3) +
+                   " higher: a flatter curve at a higher loss is not better training" +
+                   (post.fell < 0.95 * pre.fell ? ", and its loss fell less." : ".")
+             : "") +
+        "\n";
   }
   // Depth is compared per position only where both depths finished.
   for (size_t p = 0; p < 2; ++p) {
@@ -236,8 +247,11 @@ static int run(int argc, char** argv) {
     else if (std::isnan(four.fell) || std::isnan(eight.fell))
       md += "- " + who + " at 4 and 8 layers: not compared, one step is too few.\n";
     else
-      md += "- Going from 4 to 8 layers changed " + who + "'s final loss by " +
-            num(eight.final_loss - four.final_loss, 3) + ".\n";
+      md +=
+          "- Going from 4 to 8 layers changed " + who + "'s final loss by " +
+          num(eight.final_loss - four.final_loss, 3) + ": " +
+          paired_text(paired_diff(eight.result.losses, four.result.losses, kWindow), eight.name, four.name) +
+          ".\n";
   }
   if (pre_lr == post_lr)
     md += "- Both positions run at the same learning rate (" + num(pre_lr, 2) +

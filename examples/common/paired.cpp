@@ -1,0 +1,78 @@
+// Paired differences of two loss curves (the rule is derived in paired.h).
+#include "examples/common/paired.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "examples/common/report.h"
+#include "tensor/error.h"
+
+namespace ng::examples {
+
+bool PairedDiff::computed() const {
+  return std::isfinite(mean) && std::isfinite(se);
+}
+
+bool PairedDiff::resolved() const {
+  return computed() && std::abs(mean) > kT975 * se;
+}
+
+PairedDiff paired_diff(const std::vector<double>& a, const std::vector<double>& b, size_t window) {
+  if (a.size() != b.size())
+    throw Error("paired_diff: the two loss curves must have one loss per step each, the same number; got " +
+                std::to_string(a.size()) + " and " + std::to_string(b.size()));
+  PairedDiff d;
+  const size_t per_block = std::min(window, a.size()) / PairedDiff::kBlocks;
+  d.steps = per_block * PairedDiff::kBlocks;
+  if (per_block == 0) return d;  // fewer steps than blocks: nothing to compute
+
+  // d_k over the window, the last `steps` steps of both curves
+  const size_t first = a.size() - d.steps;
+  std::vector<double> block_mean(PairedDiff::kBlocks, 0.0);  // sums first, then means
+  for (size_t k = 0; k < d.steps; ++k) {
+    const double dk = a[first + k] - b[first + k];
+    if (!std::isfinite(dk)) return d;  // a non-finite loss: not computed
+    block_mean[k / per_block] += dk;
+  }
+  for (double& m : block_mean) m /= double(per_block);
+
+  // D: the mean of the block means (every block has the same length)
+  double sum = 0;
+  for (double m : block_mean) sum += m;
+  d.mean = sum / double(PairedDiff::kBlocks);
+
+  // SE: the sample standard deviation of the block means, over sqrt(kBlocks)
+  double ss = 0;
+  for (double m : block_mean) ss += (m - d.mean) * (m - d.mean);
+  const double sd = std::sqrt(ss / double(PairedDiff::kBlocks - 1));
+  d.se = sd / std::sqrt(double(PairedDiff::kBlocks));
+  return d;
+}
+
+std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name) {
+  if (!d.computed())
+    return a_name + " and " + b_name + " are not compared: " +
+           (d.steps == 0
+                ? "fewer steps than the rule's " + std::to_string(PairedDiff::kBlocks) + " blocks"
+                : std::string("a loss in their last ") + std::to_string(d.steps) + " steps is not finite");
+  // how many standard errors apart: to one decimal below 10, whole below 1000, else "over 1000" (an SE
+  // of 0, or of rounding error only, makes it infinite or meaningless)
+  const double z = std::abs(d.mean) / d.se;
+  char z_text[32];
+  if (z < 1000)
+    std::snprintf(z_text, sizeof(z_text), z < 10 ? "%.1f" : "%.0f", z);
+  else
+    std::snprintf(z_text, sizeof(z_text), "over 1000");
+  const std::string paired = ", paired over the last " + std::to_string(d.steps) +
+                             " steps: " + std::string(z_text) + " standard errors";
+  if (!d.resolved())
+    return a_name + " and " + b_name + " end within this run's noise (" + a_name + " minus " + b_name +
+           " = " + num(d.mean, 2) + " ± " + num(d.se, 2) + paired + ", under " + num(PairedDiff::kT975, 3) +
+           ")";
+  const bool a_lower = d.mean < 0;
+  return (a_lower ? a_name : b_name) + " ends lower than " + (a_lower ? b_name : a_name) + " by " +
+         num(std::abs(d.mean), 3) + " ± " + num(d.se, 2) + " (" + paired.substr(2) + ")";
+}
+
+}  // namespace ng::examples

@@ -1,0 +1,261 @@
+// The rule the experiments' summaries use to rank two runs (examples/common/paired.h): the paired difference
+// over the last steps, its standard error from 10 block means, and the call |D| > 2.2622 SE. Checked on
+// hand-computed curves, then on simulated noise: with no gap it calls one about 5% of the time also when
+// neighbouring steps are correlated (where the plain sd / sqrt(W) calls one far more often), and a real gap
+// of a few standard errors is called.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "examples/common/paired.h"
+#include "examples/common/report.h"
+#include "tests/examples_test_util.h"
+#include "tests/ops_test_util.h"
+
+using namespace ng;
+using namespace ng::examples;
+using ng::testing::expect_error;
+
+TEST(ExamplesPaired, BlockMeansByHand) {
+  // 30 steps, window 20: blocks of 2 steps, whose differences are j/100 and j/100 for block j = 0..9.
+  // The first 10 steps lie outside the window: NaN there must not be read.
+  std::vector<double> a(30, std::nan("")), b(30, std::nan(""));
+  for (size_t k = 0; k < 20; ++k) {
+    b[10 + k] = 2.0 + 0.3 * double(k % 3);  // the batch's own difficulty, the same for both
+    a[10 + k] = b[10 + k] + double(k / 2) / 100;
+  }
+  const PairedDiff d = paired_diff(a, b, 20);
+  EXPECT_EQ(d.steps, 20u);
+  EXPECT_NEAR(d.mean, 0.045, 1e-12);
+  // sample sd of 0, 0.01, ..., 0.09 is 0.0302765; over sqrt(10)
+  EXPECT_NEAR(d.se, 0.030276503540974917 / std::sqrt(10.0), 1e-12);
+  EXPECT_TRUE(d.computed());
+  EXPECT_TRUE(d.resolved());  // 0.045 > 2.2622 * 0.00957
+  EXPECT_EQ(paired_text(d, "A", "B"),
+            "B ends lower than A by 0.045 ± 0.0096 (paired over the last 20 steps: 4.7 standard errors)");
+  // The same curves the other way round: the sign flips, SE does not.
+  const PairedDiff r = paired_diff(b, a, 20);
+  EXPECT_NEAR(r.mean, -0.045, 1e-12);
+  EXPECT_NEAR(r.se, d.se, 1e-15);
+}
+
+TEST(ExamplesPaired, WindowIsRoundedDownToWholeBlocksAndCutToTheCurve) {
+  std::vector<double> a(1000), b(1000);
+  for (size_t k = 0; k < 1000; ++k) a[k] = 3.0, b[k] = k < 950 ? 1.0 : 3.5;  // b jumps in the last 50
+  EXPECT_EQ(paired_diff(a, b, 57).steps, 50u);
+  EXPECT_NEAR(paired_diff(a, b, 57).mean, -0.5, 1e-12);
+  EXPECT_EQ(paired_diff(a, b, 100).steps, 100u);
+  EXPECT_NEAR(paired_diff(a, b, 100).mean, 0.5 * 2.0 - 0.5 * 0.5, 1e-12);  // half at +2, half at -0.5
+  // a window longer than the curves takes all of them
+  std::vector<double> s(35, 1.0), t(35, 1.25);
+  EXPECT_EQ(paired_diff(s, t, 100).steps, 30u);
+}
+
+TEST(ExamplesPaired, ConstantGapAndNoGap) {
+  std::vector<double> a(100), b(100);
+  // exact in binary, so the differences are exactly 0.5 and SE exactly 0
+  for (size_t k = 0; k < 100; ++k) a[k] = 1.0 + 0.25 * double(k % 4), b[k] = a[k] + 0.5;
+  const PairedDiff gap = paired_diff(a, b, 100);
+  EXPECT_EQ(gap.se, 0.0);
+  EXPECT_TRUE(gap.resolved());  // a gap with no noise at all is beyond the noise
+  EXPECT_EQ(paired_text(gap, "a", "b"),
+            "a ends lower than b by 0.5 ± 0 (paired over the last 100 steps: over 1000 standard errors)");
+  const PairedDiff same = paired_diff(a, a, 100);
+  EXPECT_EQ(same.mean, 0.0);
+  EXPECT_FALSE(same.resolved());
+  EXPECT_EQ(paired_text(same, "a", "b").rfind("a and b end within this run's noise (a minus b = 0 ± 0", 0),
+            0u)
+      << paired_text(same, "a", "b");
+}
+
+TEST(ExamplesPaired, NotComputedAndErrors) {
+  std::vector<double> a(9, 1.0), b(9, 2.0);
+  const PairedDiff short_run = paired_diff(a, b, 100);
+  EXPECT_FALSE(short_run.computed());
+  EXPECT_FALSE(short_run.resolved());
+  EXPECT_EQ(paired_text(short_run, "a", "b"),
+            "a and b are not compared: fewer steps than the rule's 10 blocks");
+
+  std::vector<double> c(50, 1.0), e(50, 2.0);
+  c[45] = INFINITY;
+  const PairedDiff inf = paired_diff(c, e, 20);
+  EXPECT_FALSE(inf.computed());
+  EXPECT_EQ(paired_text(inf, "a", "b"),
+            "a and b are not compared: a loss in their last 20 steps is not finite");
+  c[45] = 1.0, c[10] = NAN;  // outside the window: fine
+  EXPECT_TRUE(paired_diff(c, e, 20).resolved());
+
+  expect_error([&] { paired_diff(a, c, 10); }, {"paired_diff", "the same number", "got 9 and 50"});
+}
+
+// The rule's constant is the 97.5% quantile of Student's t with 9 degrees of freedom: the t density,
+// integrated from 0 to 2.2622 by Simpson's rule, holds 0.475 of the mass.
+TEST(ExamplesPaired, ConstantIsStudentsT975WithNineDegreesOfFreedom) {
+  const double nu = double(PairedDiff::kBlocks - 1);
+  const double c = std::exp(std::lgamma((nu + 1) / 2) - std::lgamma(nu / 2)) / std::sqrt(nu * M_PI);
+  auto density = [&](double t) { return c * std::pow(1 + t * t / nu, -(nu + 1) / 2); };
+  const int n = 20000;
+  const double h = PairedDiff::kT975 / n;
+  double s = density(0) + density(PairedDiff::kT975);
+  for (int i = 1; i < n; ++i) s += (i % 2 ? 4 : 2) * density(i * h);
+  EXPECT_NEAR(s * h / 3, 0.475, 2e-5);
+}
+
+namespace {
+
+// Simulated pair of loss curves: b = a + gap + e_k, with e an AR(1) process of lag-1 correlation rho and
+// unit marginal variance (neighbouring steps move together, as a slowly changing pair of models does).
+// Returns how often, over `trials`, the rule (and the plain i.i.d. rule, sd(d) / sqrt(W)) calls a gap.
+struct CallRates {
+  double blocks, iid;
+};
+CallRates call_rates(double rho, double gap, int trials, size_t window) {
+  std::mt19937_64 gen(12345);
+  std::normal_distribution<double> z(0.0, 1.0);
+  int blocks = 0, iid = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<double> a(window), b(window);
+    double e = z(gen);
+    for (size_t k = 0; k < window; ++k) {
+      e = rho * e + std::sqrt(1 - rho * rho) * z(gen);
+      a[k] = 2.0 + 0.1 * z(gen);  // the batch: shared by both, cancels in the difference
+      b[k] = a[k] + gap + e;
+    }
+    const PairedDiff d = paired_diff(a, b, window);
+    blocks += d.resolved();
+    double ss = 0;
+    for (size_t k = 0; k < window; ++k) ss += (a[k] - b[k] - d.mean) * (a[k] - b[k] - d.mean);
+    const double se_iid = std::sqrt(ss / double(window - 1) / double(window));
+    iid += std::abs(d.mean) > 1.96 * se_iid;
+  }
+  return {double(blocks) / trials, double(iid) / trials};
+}
+
+}  // namespace
+
+TEST(ExamplesPaired, NoGapIsCalledAboutFivePercentOfTheTime) {
+  // Independent steps: both rules near 5%. (4000 trials: a binomial sd of 0.35 percentage points.)
+  const CallRates independent = call_rates(0.0, 0.0, 4000, 100);
+  std::printf("no gap, independent steps: called %.4f (blocks), %.4f (i.i.d.)\n", independent.blocks,
+              independent.iid);
+  EXPECT_NEAR(independent.blocks, 0.05, 0.015);
+  EXPECT_NEAR(independent.iid, 0.05, 0.015);
+  // Correlated steps (rho = 0.5, blocks of 10): the block means still hold the rate near 5%, while the
+  // i.i.d. standard error is too small by about sqrt(3) and calls a gap a quarter of the time.
+  const CallRates correlated = call_rates(0.5, 0.0, 4000, 100);
+  std::printf("no gap, rho 0.5: called %.4f (blocks), %.4f (i.i.d.)\n", correlated.blocks, correlated.iid);
+  EXPECT_NEAR(correlated.blocks, 0.05, 0.025);
+  EXPECT_GT(correlated.iid, 0.18);
+}
+
+TEST(ExamplesPaired, ARealGapIsCalled) {
+  // Independent steps, W = 100: SE of D is 0.1, so a gap of 0.5 is 5 standard errors.
+  EXPECT_GT(call_rates(0.0, 0.5, 1000, 100).blocks, 0.95);
+  // and one of 0.1 (one standard error) mostly is not
+  EXPECT_LT(call_rates(0.0, 0.1, 1000, 100).blocks, 0.35);
+}
+
+// ---- the trainers' summaries use the rule on their own curves ----
+
+namespace {
+
+// A run's loss curve, read back from its CSV (9 significant digits: the f32 losses exactly).
+std::vector<double> curve_of(const std::vector<extest::CsvRow>& rows, const std::string& panel,
+                             const std::string& series) {
+  std::vector<double> losses;
+  for (const extest::CsvRow& r : extest::select(rows, "line", series, panel))
+    losses.push_back(std::stod(r.y));
+  return losses;
+}
+
+}  // namespace
+
+#ifdef NG_EXP2_NORM_COMPARISON_PATH
+// 20 copy-task steps (window 50, so all 20: blocks of 2). Each comparison in the summary is the rule applied
+// to the curves the CSV holds; 2 steps are fewer than the 10 blocks, and the summary says it compares
+// nothing.
+TEST(ExamplesPaired, Exp2SummaryRanksByThePairedDifferenceOfItsCurves) {
+  const extest::fs::path dir = extest::temp_dir("paired_exp2");
+  const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --task copy --threads 2 --quiet";
+  extest::RunResult r = extest::run(exe + " --steps 20 --out " + (dir / "20").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string md = extest::slurp(dir / "20" / "norm_comparison.md");
+  const auto rows = extest::read_csv(dir / "20" / "norm_comparison.csv");
+  const std::string panel = "Training loss (copy)";
+  const auto post = curve_of(rows, panel, "Post-LN + LayerNorm");
+  const auto ln = curve_of(rows, panel, "Pre-LN + LayerNorm");
+  const auto rms = curve_of(rows, panel, "Pre-LN + RMSNorm");
+  ASSERT_EQ(post.size(), 20u);
+  const PairedDiff rms_ln = paired_diff(rms, ln, 50);
+  EXPECT_EQ(rms_ln.steps, 20u);
+  EXPECT_TRUE(
+      extest::contains(md, "- RMSNorm vs LayerNorm (both Pre-LN; the lesson has RMSNorm 0.1 lower): " +
+                               paired_text(rms_ln, "Pre-LN + RMSNorm", "Pre-LN + LayerNorm") + ".\n"))
+      << md;
+  const PairedDiff ln_post = paired_diff(ln, post, 50), rms_post = paired_diff(rms, post, 50);
+  ASSERT_TRUE(ln_post.computed() && rms_post.computed());
+  const std::string verdict =
+      ln_post.resolved() && rms_post.resolved() && ln_post.mean < 0 && rms_post.mean < 0
+          ? "Pre-LN beat Post-LN, as the lesson says: "
+      : ln_post.resolved() && rms_post.resolved() && ln_post.mean > 0 && rms_post.mean > 0
+          ? "Pre-LN did NOT beat Post-LN here: "
+          : "Pre-LN did not clearly beat Post-LN here: ";
+  EXPECT_TRUE(
+      extest::contains(md, verdict + paired_text(ln_post, "Pre-LN + LayerNorm", "Post-LN + LayerNorm") +
+                               "; " + paired_text(rms_post, "Pre-LN + RMSNorm", "Post-LN + LayerNorm")))
+      << md;
+  EXPECT_TRUE(extest::contains(md, "a gap counts only beyond 2.26 standard errors")) << md;
+  // The lowest final loss against the next lowest: Pre-LN + LayerNorm and + RMSNorm are within noise of
+  // each other in this short run (checked above through rms_ln), so the first place is "not clearly".
+  ASSERT_FALSE(rms_ln.resolved()) << "the run changed: pick another pair for this check";
+  EXPECT_TRUE(extest::contains(md, ", but not clearly ahead of the next: ")) << md;
+
+  r = extest::run(exe + " --steps 2 --out " + (dir / "2").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string md2 = extest::slurp(dir / "2" / "norm_comparison.md");
+  EXPECT_TRUE(extest::contains(md2,
+                               "Pre-LN + RMSNorm and Pre-LN + LayerNorm are not compared: fewer steps than "
+                               "the rule's 10 blocks."))
+      << md2;
+  EXPECT_TRUE(extest::contains(md2,
+                               "Pre-LN against Post-LN: Pre-LN + LayerNorm and Post-LN + LayerNorm are not "
+                               "compared: fewer steps than the rule's 10 blocks"))
+      << md2;
+  EXPECT_FALSE(extest::contains(md2, "beat Post-LN")) << md2;
+  extest::fs::remove_all(dir);
+}
+#endif
+
+#ifdef NG_EXP3_PRENORM_VS_POSTNORM_PATH
+// exp3 --quick with 30 steps (window 100, so all 30: blocks of 3): Pre-LN against Post-LN at each depth,
+// and 4 against 8 layers at each position, as the rule gives them from the CSV's curves.
+TEST(ExamplesPaired, Exp3SummaryRanksByThePairedDifferenceOfItsCurves) {
+  const extest::fs::path dir = extest::temp_dir("paired_exp3");
+  const extest::RunResult r =
+      extest::run(std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) +
+                      " --quick --steps 30 --task copy --threads 2 --quiet --out " + (dir / "out").string(),
+                  dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string md = extest::slurp(dir / "out" / "prenorm_vs_postnorm.md");
+  const auto rows = extest::read_csv(dir / "out" / "prenorm_vs_postnorm.csv");
+  for (int layers : {4, 8}) {
+    const std::string panel = std::to_string(layers) + " layers: training loss";
+    const std::string pre = "Pre-LN " + std::to_string(layers) + "L",
+                      post = "Post-LN " + std::to_string(layers) + "L";
+    const PairedDiff d = paired_diff(curve_of(rows, panel, pre), curve_of(rows, panel, post), 100);
+    EXPECT_EQ(d.steps, 30u);
+    EXPECT_TRUE(extest::contains(md, "). " + paired_text(d, pre, post) + ".")) << layers << "\n" << md;
+  }
+  for (const std::string who : {"Pre-LN", "Post-LN"}) {
+    const PairedDiff d = paired_diff(curve_of(rows, "8 layers: training loss", who + " 8L"),
+                                     curve_of(rows, "4 layers: training loss", who + " 4L"), 100);
+    EXPECT_TRUE(extest::contains(md, "'s final loss by " + ng::examples::num(d.mean, 3) + ": " +
+                                         paired_text(d, who + " 8L", who + " 4L") + ".\n"))
+        << who << "\n"
+        << md;
+  }
+  extest::fs::remove_all(dir);
+}
+#endif
