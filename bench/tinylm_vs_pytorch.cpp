@@ -79,7 +79,7 @@ std::vector<Case> configs() {
   post.seed = 2;
   cases.push_back({"postln_layernorm", post, 3, 16, 102});
 
-  // No normalization anywhere: final_norm = false as well as norm_position = "none".
+  // No normalization anywhere: norm_position = "none", whose default is no final norm either (stated here).
   nn::TinyLMConfig none = post;
   none.norm_position = "none";
   none.final_norm = false;

@@ -203,7 +203,9 @@ class TinyLM(nn.Module):
         if c["position"] == "learned":
             self.pos_emb = nn.Embedding(c["max_seq_len"], c["dim"])
         self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
-        if c["final_norm"]:
+        # final_norm null: a norm after the last block for Pre-LN only (nn/tinylm.h, has_final_norm)
+        self.final_norm = c["final_norm"] if c["final_norm"] is not None else c["norm_position"] == "pre"
+        if self.final_norm:
             self.norm = make_norm(c["norm"], c["dim"], c["norm_eps"])
         if not c["tie_weights"]:
             self.lm_head = nn.Linear(c["dim"], c["vocab_size"], bias=False)
@@ -214,7 +216,7 @@ class TinyLM(nn.Module):
             h = h + self.pos_emb(torch.arange(tokens.shape[1]))
         for block in self.blocks:
             h = block(h)
-        if self.c["final_norm"]:
+        if self.final_norm:
             h = self.norm(h)
         if self.c["tie_weights"]:  # the head is the embedding matrix: logits = h E^T
             return h @ self.tok_emb.weight.T

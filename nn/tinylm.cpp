@@ -83,9 +83,20 @@ void TinyLMConfig::validate() const {
   X(dropout) X(tie_weights) X(seed)
 // clang-format on
 
+namespace {
+// A field's JSON value: itself, except final_norm, whose unset state (decided by the norm position) is null.
+template <typename T>
+nlohmann::ordered_json json_value(const T& v) {
+  return v;
+}
+nlohmann::ordered_json json_value(const std::optional<bool>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+}  // namespace
+
 std::string TinyLMConfig::to_json() const {
   nlohmann::ordered_json j;
-#define NG_TO_JSON(f) j[#f] = f;
+#define NG_TO_JSON(f) j[#f] = json_value(f);
   NG_TINYLM_FIELDS(NG_TO_JSON)
 #undef NG_TO_JSON
   return j.dump();
@@ -108,6 +119,13 @@ void read_field(const nlohmann::json& v, const char* key, T& out) {
                "TinyLMConfig::from_json", "key '", key, "' is out of range: ", v.dump());
   }
   v.get_to(out);
+}
+// final_norm: true, false, or null (unset: decided by the norm position). Checkpoints written before stop 45
+// hold true or false, and load as those.
+void read_field(const nlohmann::json& v, const char* key, std::optional<bool>& out) {
+  NG_CHECK(v.is_null() || v.is_boolean(), "TinyLMConfig::from_json", "key '", key,
+           "' must be true, false or null, got ", v.dump());
+  out = v.is_null() ? std::nullopt : std::optional<bool>(v.get<bool>());
 }
 }  // namespace
 
@@ -163,7 +181,7 @@ TinyLM::TinyLM(const TinyLMConfig& cfg, Generator& gen)
     blocks.push_back(std::make_shared<Block>(bc, gen, dropout_gen_));
     stack_->push_back(blocks.back());
   }
-  if (cfg.final_norm) norm = register_module("norm", make_norm(cfg.norm, C, cfg.norm_eps));
+  if (cfg.has_final_norm()) norm = register_module("norm", make_norm(cfg.norm, C, cfg.norm_eps));
   if (cfg.tie_weights) {
     // The shared (V, C) matrix starts as a Linear(C, V) weight would: U(-1/sqrt(C), 1/sqrt(C)).
     NoGradGuard no_grad;

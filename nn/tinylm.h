@@ -4,7 +4,7 @@
 //     -> tok_emb                                  (B, T, C)     Embedding(V, C)
 //     [+ pos_emb(0..T-1)]                         learned absolute positions (position = "learned")
 //     -> blocks.0 .. blocks.N-1                   (B, T, C)     nn::Block, see nn/block.h
-//     [-> norm]                                   final norm (final_norm)
+//     [-> norm]                                   final norm (has_final_norm(): by default for Pre-LN only)
 //     -> lm_head                                  (B, T, V)     Linear(C, V, no bias), or tied to tok_emb
 //
 // With tie_weights the output layer reuses tok_emb.weight (V, C): logits = h tok_emb.weight^T. The shared
@@ -16,6 +16,7 @@
 // (dropout_generator()), which checkpoints save and restore.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "nn/block.h"
@@ -35,7 +36,10 @@ struct TinyLMConfig {
   std::string norm_position = "pre";  // "none", "post", "pre", "deepnorm"
   std::string norm = "layernorm";     // "layernorm", "rmsnorm"
   double norm_eps = 1e-5;
-  bool final_norm = true;  // a norm after the last block (set false for a model with no norm at all)
+  // A norm after the last block. Unset (the default) means: exactly when the blocks are Pre-LN, whose
+  // residual stream is never normalized otherwise. Post-LN and DeepNorm blocks already end in a norm, and a
+  // "none" model has no norm anywhere. true / false ask for one or none whatever the position.
+  std::optional<bool> final_norm = std::nullopt;
   // feed-forward
   std::string ffn = "mlp";  // "mlp" (4C, ReLU, biases) or "swiglu" (64 ceil(C pi / 64), no biases)
   int64_t ffn_hidden = 0;   // 0 = the kind's default
@@ -58,6 +62,7 @@ struct TinyLMConfig {
   static TinyLMConfig minimind(int64_t vocab_size, int64_t dim, int64_t n_layers, int64_t n_heads,
                                int64_t n_kv_heads);
 
+  bool has_final_norm() const { return final_norm.value_or(norm_position == "pre"); }
   BlockConfig block_config() const;
   void validate() const;  // ng::Error naming the first bad field
   std::string to_json() const;

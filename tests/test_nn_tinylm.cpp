@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "normgrad.h"
 #include "ops_test_util.h"
@@ -353,4 +354,51 @@ TEST(TinyLM, LessonOriginalConfigAsTheDocsWriteIt) {
   EXPECT_TRUE(c.attn_bias);
   EXPECT_FALSE(c.causal);
   EXPECT_EQ(c.position, "none");
+}
+
+// final_norm, unset: a norm after the last block exactly for Pre-LN. A "none" model used to get one by
+// default (final_norm was a bool defaulting to true), so a model meant to have no norm at all had one;
+// Post-LN and DeepNorm blocks, which already end in a norm, got a second. true / false still ask for one or
+// none.
+TEST(TinyLM, FinalNormByDefaultOnlyForPreLN) {
+  auto has_norm = [](const nn::TinyLMConfig& c) {
+    nn::TinyLM m(c);
+    bool found = false;
+    for (const auto& [name, p] : m.named_parameters()) found = found || name.rfind("norm.", 0) == 0;
+    EXPECT_EQ(found, m.norm != nullptr);
+    return found;
+  };
+  for (const char* position : {"pre", "post", "deepnorm", "none"}) {
+    auto c = tiny(5);
+    c.norm_position = position;
+    EXPECT_FALSE(c.final_norm.has_value());
+    EXPECT_EQ(has_norm(c), std::string(position) == "pre") << position;
+    EXPECT_EQ(c.has_final_norm(), std::string(position) == "pre") << position;
+    c.final_norm = true;
+    EXPECT_TRUE(has_norm(c)) << position;
+    c.final_norm = false;
+    EXPECT_FALSE(has_norm(c)) << position;
+  }
+  EXPECT_TRUE(nn::TinyLMConfig::minimind(10, 8, 1, 2, 1).has_final_norm());
+}
+
+// In JSON (a checkpoint's config) an unset final_norm is null, and true / false are themselves; a config
+// written before it could be unset (true or false) reads back as that. Anything else is refused by name.
+TEST(TinyLM, FinalNormJson) {
+  auto c = tiny(5);
+  c.norm_position = "none";
+  const nlohmann::json unset = nlohmann::json::parse(c.to_json());
+  EXPECT_TRUE(unset.at("final_norm").is_null()) << c.to_json();
+  EXPECT_EQ(nn::TinyLMConfig::from_json(c.to_json()), c);
+  for (bool v : {true, false}) {
+    c.final_norm = v;
+    EXPECT_EQ(nlohmann::json::parse(c.to_json()).at("final_norm"), v);
+    const auto back = nn::TinyLMConfig::from_json(c.to_json());
+    EXPECT_EQ(back, c);
+    EXPECT_EQ(back.has_final_norm(), v);
+  }
+  nlohmann::json bad = unset;
+  bad["final_norm"] = "yes";
+  expect_error([&] { nn::TinyLMConfig::from_json(bad.dump()); },
+               {"TinyLMConfig::from_json: key 'final_norm' must be true, false or null, got \"yes\""});
 }
