@@ -21,7 +21,7 @@ inline ng::nn::TinyLMConfig exp2_model(const std::string& norm_position, const s
   m.n_heads = 4;
   m.norm_position = norm_position;
   m.norm = norm;
-  m.final_norm = norm_position != "none";
+  m.final_norm = norm_position == "pre";  // as exp2 (until stop 45 Post-LN had one here, and not in exp2)
   m.position = "rope";
   m.max_seq_len = 64;
   m.seed = 1;

@@ -278,7 +278,8 @@ class TinyLM(torch.nn.Module):
         super().__init__()
         self.tok_emb = torch.nn.Embedding(vocab, dim)
         self.blocks = torch.nn.ModuleList(Block(dim, heads, position, norm, sdpa) for _ in range(layers))
-        self.norm = make_norm(norm, dim) if position != "none" else None
+        # a final norm for Pre-LN only, as exp2 (and normgrad's exp2_model, bench/exp2_step.h)
+        self.norm = make_norm(norm, dim) if position == "pre" else None
         self.lm_head = torch.nn.Linear(dim, vocab, bias=False)
         cos, sin = rope_tables(T, dim // heads)
         self.register_buffer("cos", cos)
