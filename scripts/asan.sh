@@ -17,7 +17,7 @@
 # -fno-sanitize-recover=undefined makes UBSan abort, and ASan/LSan exit non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh clang libclang-rt-14-dev libomp-14-dev  # clang's sanitizer runtimes and its OpenMP
+bash scripts/clang_deps.sh --openmp  # clang, its sanitizer runtimes and its OpenMP
 disabled=$(bash scripts/hwy_targets.sh)
 # Where the CPU allows (scripts/hwy_targets.sh --march), only that best target, as the compiler's own: no
 # portable baseline beside it (NORMGRAD_HWY_STATIC_ONLY; a quarter less compile, stop 41).

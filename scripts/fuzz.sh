@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 targets=${FUZZ_TARGETS:-"fuzz_npy fuzz_safetensors fuzz_tokenizer"}
 jobs=${FUZZ_BUILD_JOBS:-$(nproc)}
-bash scripts/deps.sh clang libclang-rt-14-dev  # libFuzzer's runtime is in libclang-rt-14-dev on Debian 12
+bash scripts/clang_deps.sh  # clang and libFuzzer's runtime (libclang-rt-N-dev)
 
 # The fuzz core compiles Highway for one static target (HWY_COMPILE_ONLY_STATIC, fuzz/CMakeLists.txt): this
 # machine's best, given by -march (scripts/hwy_targets.sh --march; empty where the CPU lacks what Highway's

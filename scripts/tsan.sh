@@ -23,7 +23,7 @@
 # reports (stop 40). Every x86-64 machine CI runs on has SSE4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh clang libclang-rt-14-dev libomp-14-dev  # the TSan runtime; libomp and Archer
+bash scripts/clang_deps.sh --openmp  # the TSan runtime; libomp and Archer
 # SSE4 as the compiler's own target where the CPU allows: no portable baseline beside it (stop 41).
 march=$(bash scripts/hwy_targets.sh --march sse4)
 if [ -n "$march" ]; then
@@ -48,7 +48,7 @@ else
   select=()
 fi
 archer="$(dirname "$(readlink -f "$(command -v clang++)")")/../lib/libarcher.so"
-[ -f "$archer" ] || { echo "tsan: Archer not found at $archer (Debian: libomp-14-dev)" >&2; exit 1; }
+[ -f "$archer" ] || { echo "tsan: Archer not found at $archer (Debian: libomp-N-dev for clang N, scripts/clang_deps.sh --openmp)" >&2; exit 1; }
 export OMP_TOOL_LIBRARIES="$archer"
 # ignore_noninstrumented_modules: libomp's own accesses are not instrumented and not ours to report.
 export TSAN_OPTIONS=${TSAN_OPTIONS:-ignore_noninstrumented_modules=1:halt_on_error=0:second_deadlock_stack=1}
