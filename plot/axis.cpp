@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "tensor/error.h"
 
@@ -32,9 +33,18 @@ void check_ends(double a_lo, double a_hi, double lo, double hi, bool log, const 
            "]: its padded ends are not finite doubles (values too large or too small to plot)");
 }
 
+// Ends within 1e-9 of each other, relative to their size, are drawn as one value: a range of a few ulps
+// (1 and 1.0000000000000002, a loss that did not move but for rounding) has no readable ticks, and a tick
+// step under half an ulp of the ends never moved a tick loop along (the log axis's loop ran until memory
+// ran out).
+bool nearly_equal(double lo, double hi) {
+  return hi - lo <= 1e-9 * std::max(std::abs(lo), std::abs(hi));
+}
+
 Axis linear_axis(double lo, double hi, int target, const char* op) {
   const double lo0 = lo, hi0 = hi;
-  if (lo == hi) {
+  if (nearly_equal(lo, hi)) {
+    lo = hi = 0.5 * lo + 0.5 * hi;
     double pad = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
     lo -= pad;
     hi += pad;
@@ -58,7 +68,8 @@ Axis linear_axis(double lo, double hi, int target, const char* op) {
 
 Axis log_axis(double lo, double hi, int target, const char* op) {
   const double lo0 = lo, hi0 = hi;
-  if (lo == hi) {
+  if (nearly_equal(lo, hi)) {
+    lo = hi = std::sqrt(lo) * std::sqrt(hi);  // the geometric middle
     lo /= 2;
     hi *= 2;
   }
@@ -89,10 +100,12 @@ Axis log_axis(double lo, double hi, int target, const char* op) {
   if (a.ticks.size() < 3) a.ticks = collect({1.0, 2.0, 5.0});
   if (a.ticks.size() < 3) {
     // Less than a decade: evenly stepped "nice" values (e.g. 3, 4, 5, 6 ... on a 2.6 .. 10 axis).
+    // Each tick is its index times the step (never a running sum), inside the axis up to a billionth of a
+    // step.
     double step = nice_step(a.hi - a.lo, target);
     a.ticks.clear();
-    for (double t = std::ceil(a.lo / step - 1e-9) * step; t <= a.hi * (1 + 1e-12); t += step)
-      a.ticks.push_back(t);
+    const double first = std::ceil(a.lo / step - 1e-9), last = std::floor(a.hi / step + 1e-9);
+    for (double i = first; i <= last; ++i) a.ticks.push_back(i * step);
   }
   return a;
 }
@@ -112,8 +125,8 @@ std::string format_tick(double v, Scale scale) {
   if (v == 0) return "0";
   if (scale == Scale::Log && (a < 1e-2 || a >= 1e4)) {
     std::snprintf(buf, sizeof(buf), "%.0e", v);  // decades: "1e-05"
-    std::string s = buf;
-    double back = std::stod(s);
+    // strtod, not stod: "1e-310" (subnormal) and "2e+308" (overflow) are out of stod's range and throw
+    double back = std::strtod(buf, nullptr);
     if (std::abs(back - v) > 1e-9 * a) std::snprintf(buf, sizeof(buf), "%.1e", v);
     return buf;
   }

@@ -1,6 +1,7 @@
 // plot::BarChart: grouped bars (one slot per category, one bar per group inside it), value labels above
 // the bars, "NaN" where a value is not finite, linear or log y axis.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -13,8 +14,43 @@ namespace {
 
 constexpr const char* kOp = "plot::BarChart";
 
+// value_format goes to snprintf with one double: anything but literal text, "%%", and exactly one floating
+// conversion (%[flags][width][.precision] then one of e E f F g G a A) would be undefined behaviour ("%s"
+// reads a pointer that is not there, "%n" writes through one).
+void check_value_format(const std::string& format) {
+  size_t conversions = 0;
+  bool ok = true;
+  for (size_t i = 0; i < format.size() && ok; ++i) {
+    if (format[i] != '%') continue;
+    if (i + 1 < format.size() && format[i + 1] == '%') {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < format.size() && std::string("-+ #0").find(format[j]) != std::string::npos) ++j;
+    while (j < format.size() && std::isdigit(static_cast<unsigned char>(format[j]))) ++j;
+    if (j < format.size() && format[j] == '.') {
+      ++j;
+      while (j < format.size() && std::isdigit(static_cast<unsigned char>(format[j]))) ++j;
+    }
+    ok = j < format.size() && std::string("eEfFgGaA").find(format[j]) != std::string::npos;
+    ++conversions;
+    i = j;
+  }
+  NG_CHECK(ok && conversions == 1, kOp, "value_format \"", format,
+           "\" must hold exactly one floating-point conversion such as %.3g (flags, width and precision "
+           "allowed; %% for a percent sign), and nothing else taking an argument");
+}
+
 void validate(const BarChart& chart) {
   NG_CHECK(!chart.categories.empty(), kOp, "'", chart.title, "' has no categories");
+  if (!chart.value_format.empty()) check_value_format(chart.value_format);
+  for (const RefLine& h : chart.hlines) {
+    NG_CHECK(std::isfinite(h.at), kOp, "horizontal line '", h.label, "' is at ", h.at,
+             ", expected a finite y");
+    NG_CHECK(chart.yscale != Scale::Log || h.at > 0, kOp, "horizontal line '", h.label, "' at ", h.at,
+             " on a log axis (needs > 0)");
+  }
   NG_CHECK(!chart.groups.empty(), kOp, "'", chart.title, "' has no bar groups");
   for (size_t g = 0; g < chart.groups.size(); ++g) {
     const BarChart::Group& group = chart.groups[g];

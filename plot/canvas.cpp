@@ -17,8 +17,9 @@ Color palette(int i) {
 }
 
 Canvas::Canvas(int width, int height, int ss, Color background) : width_(width), height_(height), ss_(ss) {
-  NG_CHECK(width >= 1 && width <= 16384 && height >= 1 && height <= 16384, "plot::Canvas",
-           "size must be in [1, 16384] x [1, 16384] pixels, got ", width, " x ", height);
+  NG_CHECK(width >= 1 && width <= kMaxCanvasSide && height >= 1 && height <= kMaxCanvasSide, "plot::Canvas",
+           "size must be in [1, ", kMaxCanvasSide, "] x [1, ", kMaxCanvasSide, "] pixels, got ", width, " x ",
+           height);
   NG_CHECK(ss >= 1 && ss <= 8, "plot::Canvas", "supersampling factor must be in [1, 8], got ", ss);
   sw_ = width * ss;
   sh_ = height * ss;
@@ -57,9 +58,10 @@ void Canvas::stroke_rect(const Rect& r, float w, Color c) {
 //   t = clamp(((p - a) . (b - a)) / |b - a|^2, 0, 1),   distance = |p - (a + t (b - a))|
 void Canvas::line(float x0, float y0, float x1, float y1, float width, Color c) {
   if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1)) return;
+  if (!std::isfinite(width)) return;  // (a NaN width went on into a float -> int conversion: undefined)
   float s = float(ss_);
   float ax = x0 * s, ay = y0 * s, bx = x1 * s, by = y1 * s;
-  float half = 0.5f * std::max(width, 0.5f) * s;
+  float half = 0.5f * std::clamp(width, 0.5f, float(kMaxCanvasSide)) * s;
   float dx = bx - ax, dy = by - ay;
   float len2 = dx * dx + dy * dy;
   int sx0 = std::max(0, int(std::floor(std::min(ax, bx) - half)));

@@ -64,9 +64,12 @@ struct Rect {
   float bottom() const { return y + h; }
 };
 
+// The largest side of a canvas, in output pixels.
+inline constexpr int kMaxCanvasSide = 16384;
+
 class Canvas {
  public:
-  // width, height: output size in pixels (each in [1, 16384]); ss: supersampling factor in [1, 8].
+  // width, height: output size in pixels (each in [1, kMaxCanvasSide]); ss: supersampling factor in [1, 8].
   Canvas(int width, int height, int ss = 3, Color background = colors::white);
 
   int width() const { return width_; }

@@ -27,6 +27,8 @@ void validate(const LineChart& chart) {
     NG_CHECK(!s.y.empty(), kOp, series_name(s, k), " is empty");
     NG_CHECK(s.x.empty() || s.x.size() == s.y.size(), kOp, series_name(s, k), " has ", s.x.size(),
              " x values but ", s.y.size(), " y values");
+    NG_CHECK(std::isfinite(s.width) && s.width >= 0 && s.width <= 64, kOp, series_name(s, k),
+             " has line width ", s.width, ", expected a width in [0, 64] pixels (0: markers only)");
     for (size_t i = 0; i < s.y.size(); ++i) {
       NG_CHECK(std::isfinite(x_at(s, i)), kOp, series_name(s, k), " has a non-finite x[", i, "]");
       if (chart.yscale == Scale::Log && std::isfinite(s.y[i]))
@@ -34,6 +36,17 @@ void validate(const LineChart& chart) {
                  ", but a log axis needs positive values");
     }
   }
+  // Reference lines and limits place the axes too: a non-finite one is named here (it used to surface as
+  // "no finite y value to plot", or as an axis range naming neither the line nor its label).
+  for (const RefLine& h : chart.hlines)
+    NG_CHECK(std::isfinite(h.at), kOp, "horizontal line '", h.label, "' is at ", h.at,
+             ", expected a finite y");
+  for (const RefLine& v : chart.vlines)
+    NG_CHECK(std::isfinite(v.at), kOp, "vertical line '", v.label, "' is at ", v.at, ", expected a finite x");
+  if (chart.ymin)
+    NG_CHECK(std::isfinite(*chart.ymin), kOp, "ymin = ", *chart.ymin, ", expected a finite value");
+  if (chart.ymax)
+    NG_CHECK(std::isfinite(*chart.ymax), kOp, "ymax = ", *chart.ymax, ", expected a finite value");
   if (chart.yscale == Scale::Log) {
     for (const RefLine& h : chart.hlines)
       NG_CHECK(h.at > 0, kOp, "horizontal line '", h.label, "' at ", h.at, " on a log axis (needs > 0)");
@@ -75,8 +88,14 @@ Frame line_chart_frame(const LineChart& chart, const Rect& panel) {
   f.y = make_axis(chart.yscale, ylo, yhi, 6, kOp);
   if (chart.ymin) f.y.lo = *chart.ymin;
   if (chart.ymax) f.y.hi = *chart.ymax;
-  if (chart.ymin || chart.ymax)
-    std::erase_if(f.y.ticks, [&](double t) { return t < f.y.lo * (1 - 1e-9) || t > f.y.hi * (1 + 1e-9); });
+  // Ticks outside the limits go, up to a billionth of the axis (of its decades on a log axis). The old
+  // tolerance, lo * (1 - 1e-9), leaned the wrong way for a negative limit and dropped a tick sitting on it.
+  if (chart.ymin || chart.ymax) {
+    const bool log = f.y.scale == Scale::Log;
+    auto at = [&](double v) { return log ? std::log10(v) : v; };
+    const double lo = at(f.y.lo), hi = at(f.y.hi), eps = 1e-9 * (hi - lo);
+    std::erase_if(f.y.ticks, [&](double t) { return at(t) < lo - eps || at(t) > hi + eps; });
+  }
   f.area = detail::plot_area(panel, chart.title, chart.xlabel, chart.ylabel, f.y);
   return f;
 }
@@ -102,7 +121,8 @@ void draw(Canvas& c, const Rect& panel, const LineChart& chart) {
       if (!detail::clip_segment(f.area, x0, y0, x1, y1)) continue;
       // Points every 4 pixels along the segment, so the legend keeps off the lines, not just the vertices.
       float len = std::hypot(x1 - x0, y1 - y0);
-      for (float t = 0; t < len; t += 4) points.emplace_back(x0 + (x1 - x0) * t / len, y0 + (y1 - y0) * t / len);
+      for (float t = 0; t < len; t += 4)
+        points.emplace_back(x0 + (x1 - x0) * t / len, y0 + (y1 - y0) * t / len);
       if (s.dashed)
         c.dashed_line(x0, y0, x1, y1, s.width, color);
       else

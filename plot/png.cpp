@@ -2,6 +2,7 @@
 // compiles its implementation.
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 
 #include "io/whole_file.h"
 #include "plot/canvas.h"
@@ -29,7 +30,9 @@ std::string encode_png(const Image& image) {
            size_t(std::max(image.width, 0)) * size_t(std::max(image.height, 0)) * 3, " RGB bytes, has ",
            image.rgb.size());
   // Highest zlib effort: charts are flat colours and compress well, which keeps the README images small.
-  stbi_write_png_compression_level = 9;
+  // stb keeps it in a global: set once, so that threads writing PNGs at the same time do not race on it.
+  static std::once_flag level_set;
+  std::call_once(level_set, [] { stbi_write_png_compression_level = 9; });
   std::string bytes;
   auto append = [](void* context, void* data, int size) {
     static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));

@@ -421,3 +421,143 @@ TEST(PlotLineChart, TitleStaysInsideItsPanel) {
     EXPECT_GT(inside, 100);
   }
 }
+
+// ---- stop 45's review of plot/ (each of these failed, hung or crashed before its fix) ----
+
+// A range of a few ulps: the log axis's sub-decade tick loop added a step below half an ulp of its tick,
+// which never moved it, and ran until memory ran out (std::bad_alloc after 0.8 s under a 1.5 GB cap); a range
+// of 1e-15 made 4510 ticks, most outside the axis. Ends within 1e-9 (relative) are now drawn as one value.
+TEST(PlotAxis, RangesOfAFewUlpsAreDrawnAsOneValue) {
+  for (Scale scale : {Scale::Log, Scale::Linear})
+    for (double hi : {std::nextafter(1.0, 2.0), 1.0 + 1e-15, 1.0 + 1e-10}) {
+      const Axis a = make_axis(scale, 1.0, hi);
+      EXPECT_LE(a.ticks.size(), 12u) << hi;
+      EXPECT_GE(a.ticks.size(), 2u) << hi;
+      for (double t : a.ticks) {
+        EXPECT_GE(t, a.lo - 1e-12) << hi;
+        EXPECT_LE(t, a.hi + 1e-12) << hi;
+      }
+      EXPECT_LT(a.lo, 1.0);  // the padded range around the one value
+      EXPECT_GT(a.hi, 1.0);
+    }
+  // and the chart that reached it
+  LineChart c;
+  c.yscale = Scale::Log;
+  c.series.push_back({.label = "flat", .y = {1.0, std::nextafter(1.0, 2.0)}});
+  EXPECT_LE(line_chart_frame(c, {0, 0, 400, 300}).y.ticks.size(), 12u);
+  // a range just wider than 1e-9 relative keeps its own ends
+  const Axis wide = make_axis(Scale::Linear, 1.0, 1.0 + 1e-8);
+  EXPECT_LE(wide.lo, 1.0);
+  EXPECT_LT(wide.hi, 1.0 + 1e-7);
+}
+
+// Log ticks at the ends of the doubles: "%.0e" of 1e-310 (subnormal) and of 1.6e308 ("2e+308", past the
+// largest double) were read back with std::stod, which threw std::out_of_range, not an ng::Error, so a
+// trainer's guarded_main did not catch it.
+TEST(PlotAxis, FormatTickAtTheEndsOfTheDoubles) {
+  EXPECT_EQ(format_tick(1e-310, Scale::Log), "1e-310");
+  EXPECT_EQ(format_tick(1.6e308, Scale::Log), "1.6e+308");
+  LineChart tiny;
+  tiny.yscale = Scale::Log;
+  tiny.series.push_back({.label = "tiny", .y = {1e-300, 1e-290}});
+  EXPECT_NO_THROW(render(Figure{.panels = {tiny}}));
+  for (std::vector<double> y : {std::vector<double>{1e-310, 1e-300}, std::vector<double>{1e308, 1.6e308}}) {
+    LineChart c;
+    c.yscale = Scale::Log;
+    c.series.push_back({.label = "edge", .y = y});
+    try {
+      render(Figure{.panels = {c}});  // drawn, or refused by name: either way an ng::Error at most
+    } catch (const ng::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("padded ends are not finite doubles"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// value_format is handed to snprintf with one double: "%s" read a pointer that was not there, "%n" wrote
+// through one. Only one floating conversion (with flags, width, precision) and "%%" pass.
+TEST(PlotErrors, BarValueFormatIsOneFloatingConversion) {
+  BarChart bars;
+  bars.categories = {"a"};
+  bars.groups = {{.label = "g", .values = {0.5}}};
+  for (const char* good : {"%.3g", "%5.2f%%", "x = %+.1e", "%g", "%#08.3f"}) {
+    bars.value_format = good;
+    EXPECT_NO_THROW(bar_chart_frame(bars, {0, 0, 300, 200})) << good;
+  }
+  for (const char* bad : {"%s", "%d", "%n", "%.3g %s", "%g %g", "no conversion", "%", "%.3", "%ld"}) {
+    bars.value_format = bad;
+    expect_error(
+        [&] {
+          bar_chart_frame(bars, {0, 0, 300, 200});
+        },
+        "value_format \"" + std::string(bad) + "\" must hold exactly one floating-point conversion");
+  }
+  bars.value_format = "";  // no labels
+  EXPECT_NO_THROW(bar_chart_frame(bars, {0, 0, 300, 200}));
+}
+
+// Non-finite reference lines and limits are named: an hline at +inf or ymax = NaN said the chart had "no
+// finite y value to plot" (its data were finite), a vline at inf gave an axis range naming neither the line
+// nor its label; a log bar chart took an hline at -3 and reported "-1". Series widths are checked: NaN became
+// a float -> int conversion in the canvas (UBSan: "nan is outside the range of representable values").
+TEST(PlotErrors, ReferenceLinesLimitsAndWidthsAreNamed) {
+  const Rect r{0, 0, 300, 200};
+  auto chart = [] {
+    LineChart c;
+    c.series.push_back({.label = "loss", .y = {1, 2, 3}});
+    return c;
+  };
+  LineChart c = chart();
+  c.hlines.push_back({INFINITY, "floor"});
+  expect_error([&] { line_chart_frame(c, r); }, "horizontal line 'floor' is at inf, expected a finite y");
+  c = chart();
+  c.vlines.push_back({NAN, "NaN at step"});
+  expect_error([&] { line_chart_frame(c, r); }, "vertical line 'NaN at step' is at nan, expected a finite x");
+  c = chart();
+  c.ymax = NAN;
+  expect_error([&] { line_chart_frame(c, r); }, "ymax = nan, expected a finite value");
+  c = chart();
+  c.ymin = -INFINITY;
+  expect_error([&] { line_chart_frame(c, r); }, "ymin = -inf, expected a finite value");
+  for (float w : {float(NAN), 1e10f, -1.0f}) {
+    c = chart();
+    c.series[0].width = w;
+    expect_error([&] { line_chart_frame(c, r); }, "series 'loss' has line width");
+  }
+  BarChart bars;
+  bars.categories = {"a"};
+  bars.groups = {{.label = "g", .values = {2}}, {.label = "h", .values = {3}}};
+  bars.yscale = Scale::Log;
+  bars.hlines = {{-3, "target"}};
+  expect_error([&] { bar_chart_frame(bars, r); }, "horizontal line 'target' at -3 on a log axis (needs > 0)");
+  bars.yscale = Scale::Linear;
+  bars.hlines = {{NAN, "target"}};
+  expect_error([&] { bar_chart_frame(bars, r); }, "horizontal line 'target' is at nan, expected a finite y");
+}
+
+// Limits at or below zero keep the ticks that sit on them: the old tolerance, lo * (1 - 1e-9), leaned the
+// wrong way for a negative limit (ymin -1, ymax 1 lost -1; ymin -3, ymax -1 lost both ends).
+TEST(PlotLineChart, TicksOnNegativeLimitsStay) {
+  LineChart c;
+  c.series.push_back({.label = "s", .y = {-2, 0}});
+  c.ymin = -1, c.ymax = 1;
+  std::vector<double> t = line_chart_frame(c, {0, 0, 400, 300}).y.ticks;
+  EXPECT_EQ(t.front(), -1.0);
+  EXPECT_EQ(t.back(), 1.0);
+  c.ymin = -3, c.ymax = -1;
+  t = line_chart_frame(c, {0, 0, 400, 300}).y.ticks;
+  EXPECT_EQ(t.front(), -3.0);
+  EXPECT_EQ(t.back(), -1.0);
+  for (double v : t) EXPECT_TRUE(v >= -3.0 && v <= -1.0) << v;
+}
+
+// A figure's pixel size is computed in 64 bits: panel_width 2^30 with two columns overflowed int
+// (UBSan: "signed integer overflow: 1073741824 * 2") and reached the canvas as a negative width.
+TEST(PlotErrors, FigureSizeIsCheckedBeforeItIsMultiplied) {
+  LineChart c;
+  c.series.push_back({.label = "s", .y = {1, 2}});
+  Figure fig{.cols = 2, .panel_width = 1 << 30, .panels = {c, c}};
+  expect_error([&] { render(fig); }, "is 2147483648 x 400 pixels, more than the 16384 allowed on a side");
+  fig.panel_width = 8193;  // 16386 wide
+  expect_error([&] { render(fig); }, "more than the 16384 allowed on a side");
+}
