@@ -119,7 +119,7 @@ std::string safetensors_serialize(const nn::NamedTensors& tensors,
 
 void save_safetensors(const std::string& path, const nn::NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  atomic_write_file(path, safetensors_serialize(tensors, metadata));
+  atomic_write_file(path, safetensors_serialize(tensors, metadata), "save_safetensors");
 }
 
 // ---- reading -------------------------------------------------------------------------------------------

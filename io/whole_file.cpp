@@ -1,6 +1,7 @@
 #include "io/whole_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +11,10 @@
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
+#include <new>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -41,7 +44,19 @@ std::string read_whole_file(const std::string& path, const char* op) {
   const int64_t size = regular_file_size(path, op);
   std::ifstream f(path, std::ios::binary);
   NG_CHECK(f.good(), op, path, ": cannot open the file: ", std::strerror(errno));
-  std::string bytes(size_t(size), '\0');  // exactly the file's size, no more
+  // Exactly the file's size, no more. A file larger than memory (or than a string can hold) is an
+  // ng::Error naming it, not a std::bad_alloc or std::length_error from deep inside the loader.
+  std::string bytes;
+  auto too_big = [&] {
+    fail(op, path, ": the file is ", size, " bytes, more than this process can allocate to read it");
+  };
+  try {
+    bytes.resize(size_t(size));
+  } catch (const std::bad_alloc&) {
+    too_big();
+  } catch (const std::length_error&) {  // past std::string::max_size()
+    too_big();
+  }
   f.read(bytes.data(), std::streamsize(size));
   NG_CHECK(f.gcount() == size, op, path, ": read ", f.gcount(), " of ", size, " bytes");
   return bytes;
@@ -95,7 +110,9 @@ std::string temp_name(const std::string& path) {
 
 // Step 1 and 2: the bytes in a new temporary file beside `path`, on disk. Returns its name. The file is
 // created with O_EXCL | O_NOFOLLOW: a name that already exists (a file, or a symlink someone planted to
-// make us write elsewhere) is never opened; another name is tried.
+// make us write elsewhere) is never opened; another name is tried. It is created 0666 less the umask, as
+// any new file is; when `path` is already a regular file, the temporary file takes its permission bits
+// instead, so that a file made private (chmod 600) stays private when it is saved again.
 std::string write_temp(const std::string& path, std::initializer_list<std::string_view> pieces,
                        const char* op) {
   check_write_target(path, op);
@@ -103,15 +120,22 @@ std::string write_temp(const std::string& path, std::initializer_list<std::strin
   int fd = -1;
   for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
     tmp = temp_name(path);
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
-  NG_CHECK(fd >= 0, op, "cannot create '", tmp, "': ", std::strerror(errno));
+  NG_CHECK(fd >= 0, op, "cannot write '", path, "': cannot create its temporary file '", tmp,
+           "': ", std::strerror(errno));
   auto give_up = [&](const std::string& why) {
     ::close(fd);
     ::unlink(tmp.c_str());
     fail(op, "writing '", path, "' failed: ", why, " (the old file, if any, is untouched)");
   };
+  // The old file's permissions (lstat: a symlink at `path` is replaced itself, and has none of its own).
+  struct stat old_st {};
+  if (::lstat(path.c_str(), &old_st) == 0 && S_ISREG(old_st.st_mode) &&
+      ::fchmod(fd, old_st.st_mode & 07777) != 0)
+    give_up(std::string("cannot give the temporary file the old file's permissions: ") +
+            std::strerror(errno));
   const int64_t fail_after = g_fail_after;  // fault injection for tests (testing::fail_next_write_after)
   g_fail_after = -1;
   size_t done = 0;  // bytes written, over all pieces
@@ -149,8 +173,8 @@ void rename_temp(const std::string& tmp, const std::string& path, const char* op
 }
 
 // Step 4: fsync the folder of `path`, so that the rename is on disk. A folder that cannot be opened (no read
-// permission) is skipped, as is one whose file system does not fsync folders (EINVAL); any other fsync
-// error (EIO) is reported: the new file is in place, but it may not survive a crash.
+// permission) is skipped, as is one whose file system does not fsync folders (EINVAL, EROFS); any other
+// fsync error (EIO) is reported: the new file is in place, but it may not survive a crash.
 void fsync_folder_of(const std::string& path, const char* op) {
   const int dfd = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return;

@@ -2,20 +2,25 @@
 //
 // Reading (read_whole_file): the file must be a regular file. A folder, a device or a pipe opens as a stream
 // too, but its "size" means nothing (a folder's tellg is 2^63 - 1, which a loader would then try to
-// allocate): those are an ng::Error naming the path, as are a missing file and a short read.
+// allocate): those are an ng::Error naming the path, as are a missing file, a short read and a file too
+// large to allocate (its size in the message, never a std::bad_alloc).
 //
 // Writing (atomic_write_file), so that readers see either the old file or the new one, never a mix or a
 // stump:
 //
 //   1. write the bytes to a new temporary file in the same folder (same file system: the rename below is
 //      atomic), created with O_EXCL | O_NOFOLLOW under a name with 64 random bits: never a file or symlink
-//      that was there before
+//      that was there before. It has the old file's permission bits when the target is a regular file
+//      already (a file made private with chmod 600 stays private), else 0666 less the umask
 //   2. fsync it (the bytes are on disk before the name points at them)
 //   3. rename it over the target
 //   4. fsync the folder (the rename itself is on disk)
 //
-// If any step fails the temporary file is removed and an ng::Error names the file and the step; the old
-// file, if there was one, is untouched. Used by everything that saves: safetensors checkpoints
+// If step 1, 2 or 3 fails the temporary file is removed and an ng::Error names the file and the step; the
+// old file, if there was one, is untouched. Step 4 comes after the rename: when the folder's fsync fails
+// (EIO) the new file is already in place, and the ng::Error says that it is written but may not survive a
+// crash. A folder that cannot be opened, or whose file system does not sync folders (EINVAL, EROFS), is
+// not an error. Used by everything that saves: safetensors checkpoints
 // (io/safetensors.h), .npy files (tensor/npy.h), PNG plots (plot/png.cpp) and the trainers' CSV and
 // summaries (examples/common/report.h).
 #pragma once

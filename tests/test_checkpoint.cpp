@@ -273,7 +273,7 @@ TEST(Checkpoint, FailedSaveLeavesTheOldCheckpoint) {
   a.train_step();
   io::testing::fail_next_write_after(1000);
   const std::string msg = error_of([&] { nn::save_checkpoint(path, a.state()); });
-  EXPECT_NE(msg.find("save: writing '" + path + "' failed: injected fault after 1000 bytes"),
+  EXPECT_NE(msg.find("save_safetensors: writing '" + path + "' failed: injected fault after 1000 bytes"),
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("(the old file, if any, is untouched)"), std::string::npos) << msg;

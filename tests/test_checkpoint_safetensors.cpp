@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <numbers>
 
 #include "io/safetensors.h"
@@ -189,7 +190,16 @@ TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
       [] {
         io::save_safetensors(fs::temp_directory_path().string(), {{"w", ones({2})}});
       },
-      {"save: cannot write '", "': it is a folder"});
+      {"save_safetensors: cannot write '" + fs::temp_directory_path().string() + "': it is a folder"});
+  // A save into a missing folder names the op and the file asked for, then the temporary file it could not
+  // create (it once said only "save: cannot create '/dir/x.safetensors.tmp.15767.0.740c...'").
+  expect_error(
+      [] {
+        io::save_safetensors("/nonexistent/dir/x.safetensors", {{"w", ones({2})}});
+      },
+      {"save_safetensors: cannot write '/nonexistent/dir/x.safetensors': cannot create its temporary file "
+       "'/nonexistent/dir/x.safetensors.tmp.",
+       std::strerror(ENOENT)});
 }
 
 TEST(Safetensors, WriterRejectsBadNames) {
@@ -365,4 +375,73 @@ TEST(Safetensors, FailedWriteLeavesTheOldFileIntact) {
   EXPECT_EQ(files, 1);                                  // no temp file left behind
   io::save_safetensors(path, {{"w", full({4}, 3.0)}});  // the fault fired once; writes work again
   EXPECT_EQ(io::load_safetensors(path).tensors[0].second.to_vector<double>(), (std::vector<double>(4, 3.0)));
+}
+
+// A file the user made private (chmod 600) stays private when it is saved again: the temporary file that
+// replaces it takes its permission bits. It used to be created 0644, so a re-save made it readable by all.
+// A new file gets what any new file gets, 0666 less the umask (set to 002 here, so that 0644 would show).
+TEST(Safetensors, ASaveKeepsTheOldFilesPermissions) {
+  const std::string dir = temp_dir() + "/mode";
+  fs::create_directories(dir);
+  auto mode_of = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  };
+  const std::string path = dir + "/private.safetensors";
+  io::save_safetensors(path, {{"w", full({4}, 1.0)}});
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  io::save_safetensors(path, {{"w", full({4}, 2.0)}});
+  EXPECT_EQ(mode_of(path), 0600u);
+  EXPECT_EQ(io::load_safetensors(path).tensors[0].second.to_vector<double>(), (std::vector<double>(4, 2.0)));
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+  io::atomic_write_files({{path, "x"}}, "test");  // the set writer too
+  EXPECT_EQ(mode_of(path), 0640u);
+
+  const mode_t old_umask = ::umask(002);
+  const std::string fresh = dir + "/new.safetensors";
+  io::save_safetensors(fresh, {{"w", full({4}, 1.0)}});
+  ::umask(old_umask);
+  EXPECT_EQ(mode_of(fresh), 0664u);
+}
+
+// A file larger than memory is an ng::Error naming the file and its size, not a std::bad_alloc. The file is
+// a sparse 1 TiB one (no disk space used); allocating 1 TiB fails under Linux's default overcommit
+// heuristic on any machine with less memory plus swap than that. Where it would succeed (overcommit_memory
+// = 1, or a huge machine) the test is skipped: read_whole_file would then fill 1 TiB. Under AddressSanitizer
+// a failed allocation aborts the process instead of throwing, so it is skipped there too.
+TEST(Safetensors, AFileLargerThanMemoryIsAnErrorNotBadAlloc) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer aborts on a 1 TiB allocation instead of throwing std::bad_alloc";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+  GTEST_SKIP() << "a sanitizer aborts on a 1 TiB allocation instead of throwing std::bad_alloc";
+#endif
+#endif
+  const int64_t size = int64_t(1) << 40;
+  {
+    // The same allocation, never touched: if it succeeds, read_whole_file's would too, and would then
+    // write 1 TiB of zeros. (A called operator new and a volatile pointer: a new-expression whose result
+    // is unused may be optimized away.)
+    void* volatile probe = ::operator new(size_t(size), std::nothrow);
+    const bool fits = probe != nullptr;
+    ::operator delete(probe);
+    if (fits) GTEST_SKIP() << "allocating 1 TiB succeeds here (overcommit), so it cannot fail";
+  }
+  const std::string path = temp_dir() + "/huge.safetensors";
+  {
+    std::ofstream f(path, std::ios::binary);
+    ASSERT_TRUE(f.good()) << path;
+  }
+  std::error_code ec;
+  fs::resize_file(path, uintmax_t(size), ec);
+  if (ec) {
+    fs::remove(path);
+    GTEST_SKIP() << "this file system cannot hold a sparse 1 TiB file: " << ec.message();
+  }
+  expect_error([&] { io::load_safetensors(path); },
+               {"load_safetensors: " + path +
+                ": the file is 1099511627776 bytes, more than this process can "
+                "allocate to read it"});
+  fs::remove(path);
 }
