@@ -44,9 +44,12 @@ double grad_norm(const std::vector<Tensor>& params) {
 }
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
-  NG_CHECK(max_norm > 0, "clip_grad_norm_", "expected max_norm > 0, got ", max_norm);
+  // Departures from PyTorch (optim/clip.h): max_norm 0 is refused rather than zeroing every gradient, and a
+  // non-finite total leaves the gradients as they are rather than multiplying them by 0 or NaN.
+  NG_CHECK(max_norm > 0, "clip_grad_norm_", "expected max_norm > 0, got ", max_norm,
+           " (max_norm 0 would zero every gradient, as PyTorch does; to skip a step, do not call step())");
   const double total = grad_norm_of(params, "clip_grad_norm_");
-  if (!std::isfinite(total)) return total;
+  if (!std::isfinite(total)) return total;  // returned for the caller to see; no gradient changes
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0) {
     NoGradGuard no_grad;

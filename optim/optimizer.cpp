@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -28,7 +29,9 @@ Optimizer::Optimizer(nn::NamedTensors params, double lr_) : lr(lr_), params_(std
     NG_CHECK(p.defined(), "Optimizer", "parameter '", name, "' is an undefined tensor");
     NG_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, "Optimizer", "parameter '", name,
              "' has dtype ", dtype_name(p.dtype()), ", expected f32 or f64");
-    NG_CHECK(p.is_contiguous(), "Optimizer", "parameter '", name, "' must be contiguous");
+    NG_CHECK(p.is_contiguous(), "Optimizer", "parameter '", name, "' must be contiguous, got shape ",
+             shape_str(p.shape()), " with strides ", shape_str(p.strides()),
+             " (a view: pass its .contiguous() copy, or the tensor it views)");
     NG_CHECK(seen.insert(name).second, "Optimizer", "parameter name '", name, "' appears twice");
     NG_CHECK(seen_tensors.insert(p.impl_ptr().get()).second, "Optimizer", "parameter '", name,
              "' is the same tensor as an earlier one (a tied weight must be listed once)");
@@ -125,7 +128,13 @@ nn::NamedTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
-  std::map<std::string, Tensor> given(given_list.begin(), given_list.end());
+  // By name. A name given twice is refused rather than one of the two kept without a word.
+  std::map<std::string, Tensor> given;
+  std::vector<std::string> duplicated;
+  for (const auto& [key, t] : given_list)
+    if (!given.emplace(key, t).second &&
+        std::find(duplicated.begin(), duplicated.end(), key) == duplicated.end())
+      duplicated.push_back(key);
   std::vector<std::string> missing, mismatched;
   std::vector<ParamState> loaded(params_.size());
   double new_lr = lr;
@@ -162,6 +171,11 @@ void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
       // A negative count would make Adam's bias correction 1 - beta^k zero or negative at the next step,
       // and every parameter NaN.
       mismatched.push_back(name + ".step: expected a count >= 0, got " + std::to_string(k));
+    } else if (k == std::numeric_limits<int64_t>::max()) {
+      // The next step() adds 1: signed overflow (undefined behaviour; in practice a negative count and NaN
+      // parameters). No run gets there (2^63 steps), so such a count is a corrupt state.
+      mismatched.push_back(name + ".step: expected a count < " + std::to_string(k) +
+                           " (the next step adds 1 and would overflow int64), got " + std::to_string(k));
     } else {
       loaded[i].step = k;
     }
@@ -196,6 +210,7 @@ void Optimizer::load_state_dict(const nn::NamedTensors& given_list) {
   };
   std::vector<std::string> unexpected;
   for (auto& [k, _] : given) unexpected.push_back(k);
+  list("duplicated", duplicated);
   list("missing", missing);
   list("unexpected", unexpected);
   list("wrong shape, dtype or value", mismatched);

@@ -10,9 +10,10 @@
 //     "<param>.step"        i64, 0-d, for every parameter
 //     "<param>.<buffer>"    the parameter's dtype and shape, once the buffer exists (after the first step)
 // plus "lr" (f64, 0-d). state_dict() copies the buffers, so that a state kept in memory is a snapshot that
-// later steps do not change. load_state_dict() checks every name, dtype and shape and says what is missing,
-// unexpected or wrong; it copies onto each parameter's device, so the loaded optimizer never aliases the
-// tensors it was given.
+// later steps do not change. load_state_dict() checks every name, dtype and shape and says what is
+// duplicated, missing, unexpected or wrong (a step count must be >= 0 and < INT64_MAX, since the next step
+// adds 1); it copies onto each parameter's device, so the loaded optimizer never aliases the tensors it was
+// given.
 #pragma once
 
 #include <map>

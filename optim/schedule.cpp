@@ -33,8 +33,25 @@ LRSchedule cosine_with_warmup(double base_lr, int64_t warmup_steps, int64_t tota
   return LRSchedule{"cosine", base_lr, warmup_steps, total_steps, min_lr};
 }
 
+// LRSchedule is a public aggregate, so one built by hand never went through the factories' checks:
+// {"cosine", 1.0, 5, 5} gave 0/0 = NaN at step 5, {"constant", -1.0} a negative lr. The same checks, here.
+static void check_schedule(const LRSchedule& s) {
+  const char* op = "LRSchedule";
+  NG_CHECK(s.kind == "constant" || s.kind == "linear_warmup" || s.kind == "cosine", op,
+           "unknown schedule kind '", s.kind, "', expected constant, linear_warmup or cosine");
+  check_rate(s.base_lr, "base_lr", op);
+  if (s.kind == "constant") return;
+  NG_CHECK(s.warmup_steps >= 0, op, "expected warmup_steps >= 0 for ", s.kind, ", got ", s.warmup_steps);
+  if (s.kind == "linear_warmup") return;
+  check_rate(s.min_lr, "min_lr", op);
+  NG_CHECK(s.total_steps > s.warmup_steps, op,
+           "expected warmup_steps < total_steps for cosine, got warmup_steps ", s.warmup_steps,
+           " and total_steps ", s.total_steps);
+}
+
 double LRSchedule::operator()(int64_t step) const {
   NG_CHECK(step >= 0, "LRSchedule", "expected step >= 0, got ", step);
+  check_schedule(*this);
   if (kind == "constant") return base_lr;
   // Warmup, shared by linear_warmup and cosine: ramp from base/warmup up to base.
   if (step < warmup_steps) return base_lr * double(step + 1) / double(warmup_steps);
@@ -44,7 +61,7 @@ double LRSchedule::operator()(int64_t step) const {
     progress = std::clamp(progress, 0.0, 1.0);
     return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
   }
-  fail("LRSchedule", "unknown schedule kind '", kind, "', expected constant, linear_warmup or cosine");
+  fail("LRSchedule", "unknown schedule kind '", kind, "'");  // unreachable: check_schedule refused it
 }
 
 }  // namespace ng::optim

@@ -62,8 +62,11 @@ void SGD::step() {
     Tensor& p = params_[i].second;
     const Tensor& grad = grads[i];
     if (!grad.defined()) continue;
-    const bool first = state_[i].step == 0;
     state_[i].step += 1;
+    // PyTorch's rule: the buffer starts as the gradient when it does not exist yet, whatever the step count
+    // (momentum switched on after some plain steps starts it then, undampened).
+    auto& bufs = state_[i].buffers;
+    const bool first = momentum != 0 && bufs.find("momentum_buffer") == bufs.end();
     Tensor buf = momentum != 0 ? buffer(i, "momentum_buffer") : Tensor();
 
     NG_DISPATCH_FLOAT(p.dtype(), "SGD.step", [&]<typename scalar_t>() {

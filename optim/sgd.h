@@ -1,12 +1,15 @@
 // optim::SGD: stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay,
-// with PyTorch's torch.optim.SGD update rule. Per parameter p with gradient g, at step t (1-based):
+// with PyTorch's torch.optim.SGD update rule. Per parameter p with gradient g, at each step:
 //
 //   g   = g + weight_decay * p                         (L2 penalty folded into the gradient)
-//   buf = g                                  if t = 1  (momentum != 0: the buffer starts as the gradient)
+//   buf = g                                  if the parameter has no momentum_buffer yet (no dampening)
 //   buf = momentum * buf + (1 - dampening) * g   else
 //   d   = g + momentum * buf                 if nesterov
-//   d   = buf                                else       (d = g when momentum = 0)
+//   d   = buf                                else       (d = g when momentum = 0, and no buffer is made)
 //   p   = p - lr * d
+//
+// "No buffer yet" is the first step with momentum != 0, which is not always step 1: momentum written into
+// `options` after some plain steps starts the buffer as that step's gradient, as PyTorch does.
 #pragma once
 
 #include "optim/optimizer.h"

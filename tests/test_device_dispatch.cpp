@@ -445,6 +445,15 @@ TEST(DeviceDispatch, AdamWAndClippingOnTheDevice) {
   const double n_cpu = ng::optim::clip_grad_norm_({w_cpu}, 1.0);
   const double n_dev = ng::optim::clip_grad_norm_({w_dev}, 1.0);
   EXPECT_NEAR(n_dev, n_cpu, 1e-5 * n_cpu);
+  ASSERT_GT(n_cpu, 2.0);  // well above max_norm 1: the clip scales every gradient down by more than half
+  // The clipped gradients themselves: Adam's first step is about lr * sign(g), the same whether the gradient
+  // was clipped or not, so the parameters below would not notice a device clip that did nothing.
+  std::vector<float> gd = w_dev.grad().to(Device::cpu()).to_vector<float>(),
+                     gc = w_cpu.grad().to_vector<float>(), g0 = g_cpu.to_vector<float>();
+  for (size_t i = 0; i < gd.size(); ++i) {
+    EXPECT_NEAR(gd[i], gc[i], 1e-6f * std::abs(g0[i]) + 1e-7f) << i;
+    EXPECT_NEAR(gc[i], g0[i] / n_cpu, 1e-6 * std::abs(g0[i])) << i;  // the CPU clip did clip
+  }
   a_cpu.step();
   a_dev.step();
   // The norm is summed in another order on the device (f64 both ways): equal up to rounding.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "normgrad.h"
 #include "ops_test_util.h"
@@ -65,6 +66,32 @@ TEST(OptimSGD, NesterovDampeningWeightDecayThreeStepsByHand) {
     d.step();
     expect_values(q, {wantq[t]}, 1e-13);
   }
+}
+
+// Momentum written into options after a plain step: the buffer does not exist yet, so it starts as the
+// gradient, undampened (PyTorch's rule, by the buffer's existence and not the step count). The old rule
+// (step count) took the second step for a later one: buffer 0.9 * 0 + 0.5 * 1 = 0.5, p = 0.85.
+// PyTorch 2 (torch.optim.SGD, f64, param_groups[0] written between steps): p 0.9, 0.8, 0.66; buffer 1, 1.4.
+TEST(OptimSGD, MomentumSwitchedOnLaterStartsTheBufferAsTheGradient) {
+  Tensor p = param({1.0});
+  optim::SGD opt(std::vector<Tensor>{p}, {.lr = 0.1});
+  set_grad(p, {1.0});
+  opt.step();  // p = 1 - 0.1 * 1 = 0.9; momentum 0: no buffer
+  expect_values(p, {0.9}, 1e-15);
+  EXPECT_TRUE(opt.state()[0].buffers.empty());
+
+  opt.options.momentum = 0.9;
+  opt.options.dampening = 0.5;
+  set_grad(p, {1.0});
+  opt.step();  // buf = g = 1 (no dampening on the buffer's first step); p = 0.9 - 0.1 * 1 = 0.8
+  expect_values(p, {0.8}, 1e-15);
+  expect_values(opt.state()[0].buffers.at("momentum_buffer"), {1.0}, 0);
+
+  set_grad(p, {1.0});
+  opt.step();  // buf = 0.9 * 1 + 0.5 * 1 = 1.4; p = 0.8 - 0.14 = 0.66
+  expect_values(p, {0.66}, 1e-15);
+  expect_values(opt.state()[0].buffers.at("momentum_buffer"), {1.4}, 1e-15);
+  EXPECT_EQ(opt.state()[0].step, 3);
 }
 
 TEST(OptimAdam, ThreeStepsByHandConstantGradient) {
@@ -213,6 +240,44 @@ TEST(OptimState, StateDictRoundTripAndErrors) {
   }
 }
 
+// A step count of INT64_MAX loaded, and the next step() overflowed it (signed overflow: undefined; in
+// practice a negative count, a negative bias correction and NaN parameters). And a name given twice: the map
+// kept the first of the two without a word. Both refused by name, and nothing changes.
+TEST(OptimState, LoadStateDictRefusesAnOverflowingStepAndDuplicatedNames) {
+  Tensor p = param({1.0, 2.0});
+  optim::Adam opt(nn::NamedTensors{{"w", p}}, {.lr = 0.1});
+  set_grad(p, {1.0, 1.0});
+  opt.step();
+  const nn::NamedTensors sd = opt.state_dict();
+  const std::vector<double> exp_avg = opt.state()[0].buffers.at("exp_avg").to_vector<double>();
+
+  nn::NamedTensors huge = sd;
+  for (auto& [k, t] : huge)
+    if (k == "w.step") t = from_vector(std::vector<int64_t>{std::numeric_limits<int64_t>::max()}, Shape{});
+  expect_error(
+      [&] { opt.load_state_dict(huge); },
+      {"Adam.load_state_dict: the state does not match the optimizer.",
+       "w.step: expected a count < 9223372036854775807 (the next step adds 1 and would overflow int64), "
+       "got 9223372036854775807"});
+  // One below loads, and the next step counts on from it.
+  for (auto& [k, t] : huge)
+    if (k == "w.step")
+      t = from_vector(std::vector<int64_t>{std::numeric_limits<int64_t>::max() - 1}, Shape{});
+  optim::Adam other(nn::NamedTensors{{"w", param({1.0, 2.0})}}, {.lr = 0.1});
+  other.load_state_dict(huge);
+  EXPECT_EQ(other.state()[0].step, std::numeric_limits<int64_t>::max() - 1);
+
+  nn::NamedTensors twice = sd;
+  twice.emplace_back("w.exp_avg", full({2}, 7.0, DType::f64));  // a second w.exp_avg, after the first
+  twice.emplace_back("lr", scalar_tensor(0.5, DType::f64));
+  expect_error([&] { opt.load_state_dict(twice); },
+               {"Adam.load_state_dict: the state does not match the optimizer. duplicated: w.exp_avg, lr;"});
+
+  EXPECT_EQ(opt.state()[0].step, 1);
+  EXPECT_EQ(opt.lr, 0.1);
+  EXPECT_EQ(opt.state()[0].buffers.at("exp_avg").to_vector<double>(), exp_avg);
+}
+
 TEST(OptimErrors, BadOptionsAndParams) {
   Tensor p = param({1.0});
   expect_error([&] { optim::SGD(std::vector<Tensor>{p}, {.lr = 0.1, .nesterov = true}); },
@@ -228,6 +293,10 @@ TEST(OptimErrors, BadOptionsAndParams) {
   Tensor h = zeros({2}, DType::f16).requires_grad_();
   expect_error([&] { optim::SGD(std::vector<Tensor>{h}); },
                {"Optimizer: parameter '0' has dtype f16, expected f32 or f64"});
+  // A non-contiguous parameter: the message gives its shape and strides.
+  Tensor t = zeros({2, 3}, DType::f64).transpose(0, 1).requires_grad_();
+  expect_error([&] { optim::SGD(std::vector<Tensor>{t}); },
+               {"Optimizer: parameter '0' must be contiguous, got shape (3, 2) with strides (1, 3)"});
 
   // Every rate and coefficient must be a finite number in its range: NaN (which fails every comparison)
   // and inf were accepted, and made the parameters NaN at the first step without a word.
@@ -349,12 +418,19 @@ TEST(OptimState, StateDictIsASnapshot) {
   opt.step();
   const nn::NamedTensors snap = opt.state_dict();
   opt.step();
+  int seen_exp_avg = 0, seen_step = 0;  // both entries must be there: the checks below ran
   for (auto& [name, t] : snap) {
-    if (name == "0.exp_avg") expect_values(t, {0.1, 0.1}, 1e-15);  // (1 - beta1) * g after one step
+    if (name == "0.exp_avg") {
+      ++seen_exp_avg;
+      expect_values(t, {0.1, 0.1}, 1e-15);  // (1 - beta1) * g after one step
+    }
     if (name == "0.step") {
+      ++seen_step;
       EXPECT_EQ(t.to_vector<int64_t>()[0], 1);
     }
   }
+  EXPECT_EQ(seen_exp_avg, 1);
+  EXPECT_EQ(seen_step, 1);
   expect_values(opt.state()[0].buffers.at("exp_avg"), {0.19, 0.19}, 1e-15);
 }
 
@@ -415,6 +491,37 @@ TEST(ClipGradNorm, ReturnsTotalNormAndClips) {
   expect_error([&] { optim::clip_grad_norm_({a}, 0.0); }, {"clip_grad_norm_: expected max_norm > 0, got 0"});
 }
 
+// Two deliberate departures from PyTorch (optim/clip.h, docs/model.md). A non-finite total is returned and
+// every gradient is left as it was: PyTorch multiplies them all by max_norm / (inf + 1e-6) = 0 (or NaN), so
+// [3, inf], [1, 2] with max_norm 1 become [0, nan], [0, 0] there (torch 2, f64). And max_norm 0 is refused
+// (PyTorch zeroes every gradient).
+TEST(ClipGradNorm, NonFiniteNormLeavesGradientsAndMaxNormZeroIsRefused) {
+  Tensor a = param({1.0, 2.0}), b = param({1.0, 2.0});
+  for (double bad : {double(INFINITY), double(NAN)}) {
+    SCOPED_TRACE(bad);
+    set_grad(a, {3.0, bad});
+    set_grad(b, {1.0, 2.0});
+    const double total = optim::clip_grad_norm_({a, b}, 1.0);
+    if (std::isnan(bad))
+      EXPECT_TRUE(std::isnan(total)) << total;
+    else
+      EXPECT_EQ(total, INFINITY);
+    const std::vector<double> ga = a.grad().to_vector<double>();
+    EXPECT_EQ(ga[0], 3.0);
+    EXPECT_TRUE(std::isnan(bad) ? std::isnan(ga[1]) : ga[1] == INFINITY) << ga[1];
+    expect_values(b.grad(), {1.0, 2.0}, 0);  // untouched, not zeroed
+  }
+  set_grad(a, {3.0, 4.0});
+  for (double bad : {0.0, -1.0, double(NAN)}) {
+    SCOPED_TRACE(bad);
+    expect_error([&] { optim::clip_grad_norm_({a}, bad); },
+                 {"clip_grad_norm_: expected max_norm > 0, got", "(max_norm 0 would zero every gradient"});
+  }
+  expect_error([&] { optim::clip_grad_norm_({a}, 0.0); },
+               {"clip_grad_norm_: expected max_norm > 0, got 0 ("});
+  expect_values(a.grad(), {3.0, 4.0}, 0);
+}
+
 // The vectorized sum of squares against a plain serial sum in long double, for f32 and f64 gradients of
 // sizes around the vector widths (tails) and one big one, and for a transposed (non-contiguous) gradient.
 TEST(ClipGradNorm, GradNormMatchesASerialSum) {
@@ -458,4 +565,32 @@ TEST(LRSchedule, ConstantWarmupCosine) {
   expect_error([] { optim::cosine_with_warmup(1.0, 5, 5); },
                {"cosine_with_warmup: expected 0 <= warmup_steps < total_steps",
                 "got warmup_steps 5 and total_steps 5"});
+}
+
+// LRSchedule is a public aggregate: one built by hand skipped the factories' checks, and gave NaN (cosine
+// with total_steps == warmup_steps: 0 / 0 at step 5) or a negative lr. operator() checks the fields.
+TEST(LRSchedule, HandBuiltScheduleIsChecked) {
+  using S = optim::LRSchedule;
+  const std::vector<std::pair<S, std::string>> cases = {
+      {S{"cosine", 1.0, 5, 5, 0.0},
+       "LRSchedule: expected warmup_steps < total_steps for cosine, got warmup_steps 5 and total_steps 5"},
+      {S{"cosine", 1.0, 0, 10, -0.5}, "LRSchedule: expected a finite min_lr >= 0, got -0.5"},
+      {S{"cosine", 1.0, -2, 10, 0.0}, "LRSchedule: expected warmup_steps >= 0 for cosine, got -2"},
+      {S{"constant", -1.0, 0, 0, 0.0}, "LRSchedule: expected a finite base_lr >= 0, got -1"},
+      {S{"constant", double(NAN), 0, 0, 0.0}, "LRSchedule: expected a finite base_lr >= 0, got nan"},
+      {S{"linear_warmup", 1.0, -1, 0, 0.0},
+       "LRSchedule: expected warmup_steps >= 0 for linear_warmup, got -1"},
+      {S{"linear_warmup", double(INFINITY), 3, 0, 0.0},
+       "LRSchedule: expected a finite base_lr >= 0, got inf"},
+      {S{"step", 1.0, 0, 0, 0.0},
+       "LRSchedule: unknown schedule kind 'step', expected constant, linear_warmup or cosine"},
+  };
+  for (const auto& [s, message] : cases) {
+    SCOPED_TRACE(message);
+    for (int64_t step : {0, 5, 6}) expect_error([&] { (void)s(step); }, {message});
+  }
+  // Fields the kind does not use are not checked (a constant schedule's total_steps stays 0).
+  EXPECT_EQ((S{"constant", 0.5, -3, -3, -1.0}(7)), 0.5);
+  EXPECT_DOUBLE_EQ((S{"linear_warmup", 1.0, 4, 0, -1.0}(1)), 0.5);
+  EXPECT_NEAR((S{"cosine", 1.0, 0, 2, 0.0}(1)), 0.5, 1e-15);
 }
