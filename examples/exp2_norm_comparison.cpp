@@ -262,15 +262,8 @@ static int run(int argc, char** argv) {
   md += md_table(header, rows);
   md +=
       "\nConverged = no NaN/Inf and the final loss (mean of the last 50 steps) at least 20% below the mean "
-      "of the first 10 (under 60 steps: of the first and last parts, which never overlap).\n\n"
-      "Two configs are ranked by their paired difference: every config sees the same batches, so the "
-      "difference of their losses step by step, over the last " +
-      std::to_string(kFinalWindow) + " steps, cancels what each batch adds. Its standard error comes from " +
-      std::to_string(PairedDiff::kBlocks) + " block means, and a gap counts only beyond " +
-      num(PairedDiff::kT975, 3) +
-      " standard errors (examples/common/paired.h). That is this run's batch-to-batch noise; another seed "
-      "can move all the curves by more.\n\n"
-      "## What the run shows\n\n";
+      "of the first 10 (under 60 steps: of the first and last parts, which never overlap).\n\n" +
+      paired_rule_text("Two configs", "every config", kFinalWindow) + "\n\n## What the run shows\n\n";
   // Which finished config is best?
   int best = -1;
   for (size_t i = 0; i < kConfigs.size(); ++i)

@@ -195,15 +195,7 @@ static int run(int argc, char** argv) {
         "so the four runs fit in 2 minutes on 2 cores. Numbers are not comparable with a full run.\n\n";
   md += md_table(
       {"run", "lr", "NaN step", "final loss (last 100)", "std (last 100)", "loss fell by", "seconds"}, rows);
-  md +=
-      "\nTwo runs are compared by their paired difference: all four see the same batches, so the difference "
-      "of their losses step by step, over the last " +
-      std::to_string(kWindow) + " steps, cancels what each batch adds. Its standard error comes from " +
-      std::to_string(PairedDiff::kBlocks) + " block means, and a gap counts only beyond " +
-      num(PairedDiff::kT975, 3) +
-      " standard errors (examples/common/paired.h). That is this run's batch-to-batch noise; another seed "
-      "can "
-      "move all the curves by more.\n";
+  md += "\n" + paired_rule_text("Two runs", "all four", kWindow) + "\n";
   md += "\n## What the run shows\n\n";
   for (int64_t layers : {4, 8}) {
     const Run& pre = runs[layers == 4 ? 0 : 2];

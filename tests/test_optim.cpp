@@ -585,9 +585,10 @@ TEST(LRSchedule, HandBuiltScheduleIsChecked) {
       {S{"step", 1.0, 0, 0, 0.0},
        "LRSchedule: unknown schedule kind 'step', expected constant, linear_warmup or cosine"},
   };
-  for (const auto& [s, message] : cases) {
-    SCOPED_TRACE(message);
-    for (int64_t step : {0, 5, 6}) expect_error([&] { (void)s(step); }, {message});
+  for (const auto& c : cases) {  // (clang 14 cannot capture a structured binding in a lambda)
+    const S& s = c.first;
+    SCOPED_TRACE(c.second);
+    for (int64_t step : {0, 5, 6}) expect_error([&] { (void)s(step); }, {c.second});
   }
   // Fields the kind does not use are not checked (a constant schedule's total_steps stays 0).
   EXPECT_EQ((S{"constant", 0.5, -3, -3, -1.0}(7)), 0.5);

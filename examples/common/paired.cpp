@@ -50,6 +50,16 @@ PairedDiff paired_diff(const std::vector<double>& a, const std::vector<double>& 
   return d;
 }
 
+std::string paired_rule_text(const std::string& what, const std::string& who, size_t window) {
+  return what + " are ranked by their paired difference: " + who +
+         " see the same batches, so the difference of their losses step by step, over the last " +
+         std::to_string(window) + " steps, cancels what each batch adds. Its standard error comes from " +
+         std::to_string(PairedDiff::kBlocks) + " block means, and a gap counts only beyond " +
+         num(PairedDiff::kT975, 3) +
+         " standard errors (examples/common/paired.h). That is this run's batch-to-batch noise; another seed "
+         "can move all the curves by more.";
+}
+
 std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name) {
   if (!d.computed())
     return a_name + " and " + b_name + " are not compared: " +

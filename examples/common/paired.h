@@ -53,6 +53,10 @@ struct PairedDiff {
 // steps, gives a PairedDiff that is not computed().
 PairedDiff paired_diff(const std::vector<double>& a, const std::vector<double>& b, size_t window);
 
+// The summary's paragraph on the rule: "<Two runs> are ranked by their paired difference: <all four> see the
+// same batches, ... over the last <window> steps ...".
+std::string paired_rule_text(const std::string& what, const std::string& who, size_t window);
+
 // One clause for a summary, e.g.
 //   "Pre-LN 4L ends lower than Post-LN 4L by 0.215 ± 0.0019 (paired over the last 100 steps: 113 standard
 //    errors)"
