@@ -67,8 +67,8 @@ std::string paired_text(const PairedDiff& d, const std::string& a_name, const st
                 ? "fewer steps than the rule's " + std::to_string(PairedDiff::kBlocks) + " blocks"
                 : std::string("a loss in their last ") + std::to_string(d.steps) + " steps is not finite");
   // how many standard errors apart: to one decimal below 10, whole below 1000, else "over 1000" (an SE
-  // of 0, or of rounding error only, makes it infinite or meaningless)
-  const double z = std::abs(d.mean) / d.se;
+  // of 0, or of rounding error only, makes it infinite or meaningless); 0 for two identical curves
+  const double z = d.mean == 0 ? 0.0 : std::abs(d.mean) / d.se;
   char z_text[32];
   if (z < 1000)
     std::snprintf(z_text, sizeof(z_text), z < 10 ? "%.1f" : "%.0f", z);
