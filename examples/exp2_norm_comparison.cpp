@@ -264,28 +264,23 @@ static int run(int argc, char** argv) {
       "\nConverged = no NaN/Inf and the final loss (mean of the last 50 steps) at least 20% below the mean "
       "of the first 10 (under 60 steps: of the first and last parts, which never overlap).\n\n" +
       paired_rule_text("Two configs", "every config", kFinalWindow) + "\n\n## What the run shows\n\n";
-  // Which finished config is best?
-  int best = -1;
+  // The configs that finished, lowest final loss first.
+  std::vector<size_t> ranked;
   for (size_t i = 0; i < kConfigs.size(); ++i)
-    if (results[i].nan_step < 0 && (best < 0 || mean_last(results[i].losses, kFinalWindow) <
-                                                    mean_last(results[size_t(best)].losses, kFinalWindow)))
-      best = int(i);
+    if (results[i].nan_step < 0) ranked.push_back(i);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t i, size_t j) {
+    return mean_last(results[i].losses, kFinalWindow) < mean_last(results[j].losses, kFinalWindow);
+  });
+  const int best = ranked.empty() ? -1 : int(ranked[0]);
   if (best >= 0) {
-    md += "- Lowest final loss: " + kConfigs[size_t(best)].name + " (" +
-          num(mean_last(results[size_t(best)].losses, kFinalWindow), 4) + ")";
-    // against the next lowest that finished: is the first place beyond this run's noise?
-    int second = -1;
-    for (size_t i = 0; i < kConfigs.size(); ++i)
-      if (int(i) != best && results[i].nan_step < 0 &&
-          (second < 0 || mean_last(results[i].losses, kFinalWindow) <
-                             mean_last(results[size_t(second)].losses, kFinalWindow)))
-        second = int(i);
-    if (second >= 0) {
-      const PairedDiff d =
-          paired_diff(results[size_t(best)].losses, results[size_t(second)].losses, kFinalWindow);
+    md += "- Lowest final loss: " + kConfigs[ranked[0]].name + " (" +
+          num(mean_last(results[ranked[0]].losses, kFinalWindow), 4) + ")";
+    // against the next lowest: is the first place beyond this run's noise?
+    if (ranked.size() > 1) {
+      const PairedDiff d = paired_diff(results[ranked[0]].losses, results[ranked[1]].losses, kFinalWindow);
       md += std::string(d.resolved() ? ", ahead of the next beyond this run's noise: "
                                      : ", but not clearly ahead of the next: ") +
-            paired_text(d, kConfigs[size_t(best)].name, kConfigs[size_t(second)].name);
+            paired_text(d, kConfigs[ranked[0]].name, kConfigs[ranked[1]].name);
     }
     md += ".\n";
   }
@@ -361,10 +356,8 @@ static int run(int argc, char** argv) {
     // at t + 1. The best it can do is spread its guess over the other T - 1 tokens: copy_task_floor.
     const int64_t T = TrainSpec().seq;
     const double loss_floor = copy_task_floor(T, task.vocab);
-    double best_final = NAN;  // over the configs that finished
-    for (const TrainResult& r : results)
-      if (r.nan_step < 0 && !(mean_last(r.losses, kFinalWindow) >= best_final))
-        best_final = mean_last(r.losses, kFinalWindow);
+    // the lowest final loss over the configs that finished (ranked above)
+    const double best_final = ranked.empty() ? NAN : mean_last(results[ranked[0]].losses, kFinalWindow);
     md +=
         "- The copy task uses the lesson's unmasked attention with no position encoding. With positions, "
         "position t could simply attend to token t + 1 (the target). Without them the model cannot tell "

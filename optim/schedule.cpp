@@ -13,30 +13,11 @@ static void check_rate(double v, const char* name, const char* op) {
   NG_CHECK(v >= 0 && std::isfinite(v), op, "expected a finite ", name, " >= 0, got ", v);
 }
 
-LRSchedule constant_lr(double base_lr) {
-  check_rate(base_lr, "base_lr", "constant_lr");
-  return LRSchedule{"constant", base_lr, 0, 0, 0.0};
-}
-
-LRSchedule linear_warmup(double base_lr, int64_t warmup_steps) {
-  check_rate(base_lr, "base_lr", "linear_warmup");
-  NG_CHECK(warmup_steps >= 0, "linear_warmup", "expected warmup_steps >= 0, got ", warmup_steps);
-  return LRSchedule{"linear_warmup", base_lr, warmup_steps, 0, 0.0};
-}
-
-LRSchedule cosine_with_warmup(double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr) {
-  check_rate(base_lr, "base_lr", "cosine_with_warmup");
-  check_rate(min_lr, "min_lr", "cosine_with_warmup");
-  NG_CHECK(warmup_steps >= 0 && total_steps > warmup_steps, "cosine_with_warmup",
-           "expected 0 <= warmup_steps < total_steps, got warmup_steps ", warmup_steps, " and total_steps ",
-           total_steps);
-  return LRSchedule{"cosine", base_lr, warmup_steps, total_steps, min_lr};
-}
-
-// LRSchedule is a public aggregate, so one built by hand never went through the factories' checks:
-// {"cosine", 1.0, 5, 5} gave 0/0 = NaN at step 5, {"constant", -1.0} a negative lr. The same checks, here.
-static void check_schedule(const LRSchedule& s) {
-  const char* op = "LRSchedule";
+// The one check of a schedule's fields, for the factories (op: the factory's name) and for a schedule
+// built by hand (op "LRSchedule": it is a public aggregate, so {"cosine", 1.0, 5, 5} skipped the factories
+// and gave 0/0 = NaN at step 5, {"constant", -1.0} a negative lr). Fields a kind does not use are not
+// checked.
+static void check_schedule(const LRSchedule& s, const char* op) {
   NG_CHECK(s.kind == "constant" || s.kind == "linear_warmup" || s.kind == "cosine", op,
            "unknown schedule kind '", s.kind, "', expected constant, linear_warmup or cosine");
   check_rate(s.base_lr, "base_lr", op);
@@ -44,14 +25,31 @@ static void check_schedule(const LRSchedule& s) {
   NG_CHECK(s.warmup_steps >= 0, op, "expected warmup_steps >= 0 for ", s.kind, ", got ", s.warmup_steps);
   if (s.kind == "linear_warmup") return;
   check_rate(s.min_lr, "min_lr", op);
-  NG_CHECK(s.total_steps > s.warmup_steps, op,
-           "expected warmup_steps < total_steps for cosine, got warmup_steps ", s.warmup_steps,
-           " and total_steps ", s.total_steps);
+  NG_CHECK(s.total_steps > s.warmup_steps, op, "expected 0 <= warmup_steps < total_steps for cosine, got ",
+           "warmup_steps ", s.warmup_steps, " and total_steps ", s.total_steps);
+}
+
+LRSchedule constant_lr(double base_lr) {
+  const LRSchedule s{"constant", base_lr, 0, 0, 0.0};
+  check_schedule(s, "constant_lr");
+  return s;
+}
+
+LRSchedule linear_warmup(double base_lr, int64_t warmup_steps) {
+  const LRSchedule s{"linear_warmup", base_lr, warmup_steps, 0, 0.0};
+  check_schedule(s, "linear_warmup");
+  return s;
+}
+
+LRSchedule cosine_with_warmup(double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr) {
+  const LRSchedule s{"cosine", base_lr, warmup_steps, total_steps, min_lr};
+  check_schedule(s, "cosine_with_warmup");
+  return s;
 }
 
 double LRSchedule::operator()(int64_t step) const {
   NG_CHECK(step >= 0, "LRSchedule", "expected step >= 0, got ", step);
-  check_schedule(*this);
+  check_schedule(*this, "LRSchedule");
   if (kind == "constant") return base_lr;
   // Warmup, shared by linear_warmup and cosine: ramp from base/warmup up to base.
   if (step < warmup_steps) return base_lr * double(step + 1) / double(warmup_steps);

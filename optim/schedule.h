@@ -22,7 +22,7 @@ struct LRSchedule {
   int64_t total_steps = 0;  // cosine only
   double min_lr = 0.0;      // cosine only
 
-  // Checks the fields first (the factories check them too, but this is a public aggregate): an ng::Error
+  // Checks the fields first, as the factories do (this is a public aggregate): an ng::Error
   // naming the field and its value for an unknown kind, a base_lr or min_lr that is not finite and >= 0, a
   // negative warmup_steps, or a cosine total_steps <= warmup_steps.
   double operator()(int64_t step) const;

@@ -45,12 +45,7 @@ void check_value_format(const std::string& format) {
 void validate(const BarChart& chart) {
   NG_CHECK(!chart.categories.empty(), kOp, "'", chart.title, "' has no categories");
   if (!chart.value_format.empty()) check_value_format(chart.value_format);
-  for (const RefLine& h : chart.hlines) {
-    NG_CHECK(std::isfinite(h.at), kOp, "horizontal line '", h.label, "' is at ", h.at,
-             ", expected a finite y");
-    NG_CHECK(chart.yscale != Scale::Log || h.at > 0, kOp, "horizontal line '", h.label, "' at ", h.at,
-             " on a log axis (needs > 0)");
-  }
+  detail::check_ref_lines(kOp, chart.hlines, {}, chart.yscale);
   NG_CHECK(!chart.groups.empty(), kOp, "'", chart.title, "' has no bar groups");
   for (size_t g = 0; g < chart.groups.size(); ++g) {
     const BarChart::Group& group = chart.groups[g];

@@ -5,7 +5,21 @@
 #include <cmath>
 #include <string>
 
+#include "tensor/error.h"
+
 namespace ng::plot::detail {
+
+void check_ref_lines(const char* op, const std::vector<RefLine>& hlines, const std::vector<RefLine>& vlines,
+                     Scale yscale) {
+  for (const RefLine& h : hlines) {
+    NG_CHECK(std::isfinite(h.at), op, "horizontal line '", h.label, "' is at ", h.at,
+             ", expected a finite y");
+    NG_CHECK(yscale != Scale::Log || h.at > 0, op, "horizontal line '", h.label, "' at ", h.at,
+             " on a log axis (needs > 0)");
+  }
+  for (const RefLine& v : vlines)
+    NG_CHECK(std::isfinite(v.at), op, "vertical line '", v.label, "' is at ", v.at, ", expected a finite x");
+}
 
 Rect plot_area(const Rect& panel, const std::string& title, const std::string& xlabel,
                const std::string& ylabel, const Axis& y) {

@@ -18,6 +18,12 @@ inline constexpr float kLegendScale = 1.4f;
 inline constexpr float kNoteScale = 1.3f;
 inline constexpr float kPad = 8.0f;
 
+// Reference lines place the axes too, so a bad one is named before any axis is made: every line at a finite
+// value (an hline at inf used to surface as "no finite y value to plot"), and an hline above 0 on a log y
+// axis.
+void check_ref_lines(const char* op, const std::vector<RefLine>& hlines, const std::vector<RefLine>& vlines,
+                     Scale yscale);
+
 // The plot area inside `panel`, leaving room for the title, the axis labels and the y tick labels.
 Rect plot_area(const Rect& panel, const std::string& title, const std::string& xlabel,
                const std::string& ylabel, const Axis& y);

@@ -38,20 +38,13 @@ void validate(const LineChart& chart) {
   }
   // Reference lines and limits place the axes too: a non-finite one is named here (it used to surface as
   // "no finite y value to plot", or as an axis range naming neither the line nor its label).
-  for (const RefLine& h : chart.hlines)
-    NG_CHECK(std::isfinite(h.at), kOp, "horizontal line '", h.label, "' is at ", h.at,
-             ", expected a finite y");
-  for (const RefLine& v : chart.vlines)
-    NG_CHECK(std::isfinite(v.at), kOp, "vertical line '", v.label, "' is at ", v.at, ", expected a finite x");
+  detail::check_ref_lines(kOp, chart.hlines, chart.vlines, chart.yscale);
   if (chart.ymin)
     NG_CHECK(std::isfinite(*chart.ymin), kOp, "ymin = ", *chart.ymin, ", expected a finite value");
   if (chart.ymax)
     NG_CHECK(std::isfinite(*chart.ymax), kOp, "ymax = ", *chart.ymax, ", expected a finite value");
-  if (chart.yscale == Scale::Log) {
-    for (const RefLine& h : chart.hlines)
-      NG_CHECK(h.at > 0, kOp, "horizontal line '", h.label, "' at ", h.at, " on a log axis (needs > 0)");
-    if (chart.ymin) NG_CHECK(*chart.ymin > 0, kOp, "ymin = ", *chart.ymin, " on a log axis (needs > 0)");
-  }
+  if (chart.yscale == Scale::Log && chart.ymin)
+    NG_CHECK(*chart.ymin > 0, kOp, "ymin = ", *chart.ymin, " on a log axis (needs > 0)");
   if (chart.ymin && chart.ymax)
     NG_CHECK(*chart.ymin < *chart.ymax, kOp, "ymin = ", *chart.ymin, " is not below ymax = ", *chart.ymax);
 }

@@ -573,7 +573,8 @@ TEST(LRSchedule, HandBuiltScheduleIsChecked) {
   using S = optim::LRSchedule;
   const std::vector<std::pair<S, std::string>> cases = {
       {S{"cosine", 1.0, 5, 5, 0.0},
-       "LRSchedule: expected warmup_steps < total_steps for cosine, got warmup_steps 5 and total_steps 5"},
+       "LRSchedule: expected 0 <= warmup_steps < total_steps for cosine, got warmup_steps 5 and total_steps "
+       "5"},
       {S{"cosine", 1.0, 0, 10, -0.5}, "LRSchedule: expected a finite min_lr >= 0, got -0.5"},
       {S{"cosine", 1.0, -2, 10, 0.0}, "LRSchedule: expected warmup_steps >= 0 for cosine, got -2"},
       {S{"constant", -1.0, 0, 0, 0.0}, "LRSchedule: expected a finite base_lr >= 0, got -1"},

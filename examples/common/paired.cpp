@@ -19,9 +19,9 @@ bool PairedDiff::resolved() const {
 }
 
 PairedDiff paired_diff(const std::vector<double>& a, const std::vector<double>& b, size_t window) {
-  if (a.size() != b.size())
-    throw Error("paired_diff: the two loss curves must have one loss per step each, the same number; got " +
-                std::to_string(a.size()) + " and " + std::to_string(b.size()));
+  NG_CHECK(a.size() == b.size(), "paired_diff",
+           "the two loss curves must have one loss per step each, the same number; got ", a.size(), " and ",
+           b.size());
   PairedDiff d;
   const size_t per_block = std::min(window, a.size()) / PairedDiff::kBlocks;
   d.steps = per_block * PairedDiff::kBlocks;
