@@ -23,6 +23,11 @@
 // (TrainerResume.Exp3AcrossProcessesIsBitwise). Both flags are checked before the first run trains, as in
 // exp2 (check_checkpoint_flags, examples/common/lm_task.h).
 //
+// --seeds 42,2,7 trains the four runs once per seed (each seed its own weights and batches) and ranks them
+// across the seeds as well (examples/common/seeds.h); the figure draws every seed's curve and adds a panel of
+// the per-seed gaps, the summary lists every run. One seed (--seed, or none) writes exactly what it did
+// before --seeds existed.
+//
 // Output in --out: prenorm_vs_postnorm.{png,csv,md,cmd.txt}.
 #include <cmath>
 #include <cstdio>
@@ -33,6 +38,7 @@
 #include "examples/common/lm_task.h"
 #include "examples/common/paired.h"
 #include "examples/common/report.h"
+#include "examples/common/seeds.h"
 #include "normgrad.h"
 
 using namespace ng;
@@ -44,11 +50,64 @@ struct Run {
   std::string name, position;
   int64_t layers;
   double lr;
+  uint64_t seed = 0;
   TrainResult result;
   double final_loss = 0, stability = 0, fell = 0;
 };
 
 constexpr size_t kWindow = 100;
+
+// Pre-LN against Post-LN at one depth, in one seed's runs: the paired difference (not computed when a run
+// diverged or took one step) and what the summary says after "4 layers: ".
+struct DepthCall {
+  PairedDiff d;
+  std::string text;
+};
+DepthCall compare_positions(const Run& pre, const Run& post) {
+  DepthCall c;
+  if (pre.result.nan_step >= 0 || post.result.nan_step >= 0) {
+    for (const Run* r : {&pre, &post})
+      if (r->result.nan_step >= 0)
+        c.text += r->name + " diverged (" + r->result.nan_what + ") at step " +
+                  std::to_string(r->result.nan_step) + ". ";
+    return c;
+  }
+  if (std::isnan(pre.fell) || std::isnan(post.fell)) {
+    // One step: its loss was computed before any update, so both are the untrained models' losses.
+    c.text =
+        "one step is too few to rank Pre-LN against Post-LN (the loss of step 1 is the untrained model's).";
+    return c;
+  }
+  c.d = paired_diff(pre.result.losses, post.result.losses, kWindow);
+  c.text = "Pre-LN final " + num(pre.final_loss, 4) + " (fell " + num(pre.fell, 3) + ", std " +
+           num(pre.stability, 3) + "), Post-LN final " + num(post.final_loss, 4) + " (fell " +
+           num(post.fell, 3) + ", std " + num(post.stability, 3) + "). " +
+           paired_text(c.d, pre.name, post.name) + "." +
+           (post.stability < pre.stability && post.final_loss > pre.final_loss
+                ? " Post-LN's last-100 std is lower (" + num(post.stability, 3) + " vs " +
+                      num(pre.stability, 3) + ") but it sits " + num(post.final_loss - pre.final_loss, 3) +
+                      " higher: a flatter curve at a higher loss is not better training" +
+                      (post.fell < 0.95 * pre.fell ? ", and its loss fell less." : ".")
+                : "");
+  return c;
+}
+
+// 8 layers against 4 at one position, in one seed's runs: the paired difference, and why not when there is
+// none ("" when there is one).
+struct DepthChange {
+  PairedDiff d;
+  std::string why_not;
+};
+DepthChange compare_depths(const Run& four, const Run& eight) {
+  DepthChange c;
+  if (four.result.nan_step >= 0 || eight.result.nan_step >= 0)
+    c.why_not = "not compared, a run diverged.";
+  else if (std::isnan(four.fell) || std::isnan(eight.fell))
+    c.why_not = "not compared, one step is too few.";
+  else
+    c.d = paired_diff(eight.result.losses, four.result.losses, kWindow);
+  return c;
+}
 
 }  // namespace
 
@@ -56,6 +115,7 @@ static int run(int argc, char** argv) {
   CLI::App app{"Experiment 3: Pre-LN (lr 1e-3) vs Post-LN (lr 1e-4) at 4 and 8 layers, clip_grad_norm 1.0."};
   CommonOptions opt;
   add_common_flags(app, opt);
+  add_seeds_flag(app, opt);
   std::string task_flag;
   app.add_option("--task", task_flag, "shakespeare (default when --data is readable) or copy");
   double pre_lr = 1e-3, post_lr = 1e-4;
@@ -79,14 +139,16 @@ static int run(int argc, char** argv) {
   const int64_t steps = opt.steps_or(1000, 200);
   const int64_t dim = opt.quick ? 64 : 256, seq = opt.quick ? 32 : 64;
 
-  std::vector<Run> runs = {{"Pre-LN 4L", "pre", 4, pre_lr, {}},
-                           {"Post-LN 4L", "post", 4, post_lr, {}},
-                           {"Pre-LN 8L", "pre", 8, pre_lr, {}},
-                           {"Post-LN 8L", "post", 8, post_lr, {}}};
-  std::printf(
-      "Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, clip 1.0, seed %llu\n",
-      task.name.c_str(), (long long)task.vocab, (long long)dim, (long long)seq, (long long)steps,
-      (unsigned long long)opt.seed);
+  const std::vector<Run> configs = {{"Pre-LN 4L", "pre", 4, pre_lr, 0, {}},
+                                    {"Post-LN 4L", "post", 4, post_lr, 0, {}},
+                                    {"Pre-LN 8L", "pre", 8, pre_lr, 0, {}},
+                                    {"Post-LN 8L", "post", 8, post_lr, 0, {}}};
+  const std::vector<uint64_t>& seeds = opt.seeds;
+  const bool many = seeds.size() > 1;
+  const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
+  std::printf("Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, clip 1.0, %s\n",
+              task.name.c_str(), (long long)task.vocab, (long long)dim, (long long)seq, (long long)steps,
+              seed_words.c_str());
   auto config_of = [&](const Run& r) {
     nn::TinyLMConfig c;
     c.dim = dim;
@@ -96,7 +158,7 @@ static int run(int argc, char** argv) {
     c.norm = "layernorm";
     c.norm_position = r.position;
     c.final_norm = r.position == "pre";
-    c.seed = opt.seed;
+    c.seed = r.seed;
     c.max_seq_len = seq;  // the context it trains on
     return task.configure(c);
   };
@@ -107,28 +169,44 @@ static int run(int argc, char** argv) {
     spec.steps = steps;
     spec.seq = seq;
     spec.clip = 1.0;
-    spec.data_seed = opt.seed + 1;
+    spec.data_seed = r.seed + 1;
     return spec;
   };
-  // --resume and --save apply to the last run: check them before the first run trains
-  check_checkpoint_flags(config_of(runs.back()), task, spec_of(runs.back()), opt.resume, opt.save,
+  // --resume and --save apply to the last run (--seeds excludes both): check them before the first run trains
+  Run last_run = configs.back();
+  last_run.seed = seeds.back();
+  check_checkpoint_flags(config_of(last_run), task, spec_of(last_run), opt.resume, opt.save,
                          not_save_paths(opt, report));
-  for (size_t i = 0; i < runs.size(); ++i) {
-    Run& r = runs[i];
-    nn::TinyLM model(config_of(r));
-    const TrainSpec spec = spec_of(r);
-    bool is_last = i + 1 == runs.size();
-    r.result = train_lm(model, task, spec, opt.quiet, is_last ? opt.resume : "", is_last ? opt.save : "");
-    const std::vector<double>& l = r.result.losses;
-    r.final_loss = mean_last(l, kWindow);
-    r.stability = std_last(l, kWindow);
-    // how far it fell: the first 10 steps against the last 100, two windows that never overlap
-    const auto [first, last] = head_tail_means(l, 10, kWindow);
-    r.fell = first - last;
-    std::printf("  %-11s lr %-6g %6.1f s  final %.4f  std(last 100) %.4f  fell %.4f%s\n", r.name.c_str(),
-                r.lr, r.result.seconds, r.final_loss, r.stability, r.fell,
-                r.result.nan_step >= 0 ? ("  NaN at step " + std::to_string(r.result.nan_step)).c_str() : "");
+  // by_seed[s][i]: config i trained with seeds[s]
+  std::vector<std::vector<Run>> by_seed(seeds.size(), configs);
+  for (size_t s = 0; s < seeds.size(); ++s) {
+    if (many) std::printf("seed %llu\n", (unsigned long long)seeds[s]);
+    for (size_t i = 0; i < configs.size(); ++i) {
+      Run& r = by_seed[s][i];
+      r.seed = seeds[s];
+      nn::TinyLM model(config_of(r));
+      const TrainSpec spec = spec_of(r);
+      bool is_last = s + 1 == seeds.size() && i + 1 == configs.size();
+      r.result = train_lm(model, task, spec, opt.quiet, is_last ? opt.resume : "", is_last ? opt.save : "");
+      const std::vector<double>& l = r.result.losses;
+      r.final_loss = mean_last(l, kWindow);
+      r.stability = std_last(l, kWindow);
+      // how far it fell: the first 10 steps against the last 100, two windows that never overlap
+      const auto [first, last] = head_tail_means(l, 10, kWindow);
+      r.fell = first - last;
+      std::printf(
+          "  %-11s lr %-6g %6.1f s  final %.4f  std(last 100) %.4f  fell %.4f%s\n", r.name.c_str(), r.lr,
+          r.result.seconds, r.final_loss, r.stability, r.fell,
+          r.result.nan_step >= 0 ? ("  NaN at step " + std::to_string(r.result.nan_step)).c_str() : "");
+    }
   }
+  const std::vector<Run>& runs = by_seed.front();  // with one seed, all there is
+  // A per-config figure over the seeds: their mean (the value itself with one seed)
+  auto seed_mean = [&](size_t i, double Run::*what) {
+    double sum = 0;
+    for (const std::vector<Run>& rs : by_seed) sum += rs[i].*what;
+    return sum / double(by_seed.size());
+  };
 
   // ---- figure: 4-layer curves, 8-layer curves, final-loss bars, stability bars ----
   auto curves = [&](int64_t layers) {
@@ -137,22 +215,26 @@ static int run(int argc, char** argv) {
     c.xlabel = "step";
     c.ylabel = "loss (log)";
     c.yscale = plot::Scale::Log;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (runs[i].layers != layers) continue;
-      plot::Series s;
-      s.label = runs[i].name + " (lr " + num(runs[i].lr, 2) + ")";
-      s.color = plot::palette(runs[i].position == "pre" ? 0 : 1);
-      // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
-      for (size_t k = 0; k < runs[i].result.losses.size(); ++k) {
-        const double l = runs[i].result.losses[k];
-        s.x.push_back(double(runs[i].result.first_step + int64_t(k)));
-        s.y.push_back(std::isfinite(l) && l > 0 ? l : NAN);
+    for (size_t seed_index = 0; seed_index < by_seed.size(); ++seed_index)
+      for (const Run& r : by_seed[seed_index]) {
+        if (r.layers != layers) continue;
+        // with several seeds: "Pre-LN 4L seed 2", the first seed's curve solid, the others thin and dashed
+        const std::string name = many ? r.name + " seed " + std::to_string(r.seed) : r.name;
+        plot::Series s;
+        s.label = name + " (lr " + num(r.lr, 2) + ")";
+        s.color = plot::palette(r.position == "pre" ? 0 : 1);
+        if (seed_index > 0) s.width = 1.0f, s.dashed = true;
+        // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
+        for (size_t k = 0; k < r.result.losses.size(); ++k) {
+          const double l = r.result.losses[k];
+          s.x.push_back(double(r.result.first_step + int64_t(k)));
+          s.y.push_back(std::isfinite(l) && l > 0 ? l : NAN);
+        }
+        c.series.push_back(s);
+        if (r.result.nan_step >= 0)
+          c.vlines.push_back(
+              {double(r.result.nan_step), name + " NaN at step " + std::to_string(r.result.nan_step)});
       }
-      c.series.push_back(s);
-      if (runs[i].result.nan_step >= 0)
-        c.vlines.push_back({double(runs[i].result.nan_step),
-                            runs[i].name + " NaN at step " + std::to_string(runs[i].result.nan_step)});
-    }
     // A uniform guess over the vocabulary scores ln(V). It also keeps the y range defined when both runs
     // diverged at their first step and have no finite loss to plot.
     c.hlines.push_back(
@@ -161,89 +243,114 @@ static int run(int argc, char** argv) {
          plot::colors::gray});
     return c;
   };
+  const std::string over_seeds = many ? ", mean of " + std::to_string(seeds.size()) + " seeds" : "";
+  const auto final_of = &Run::final_loss, std_of = &Run::stability, fell_of = &Run::fell;
   plot::BarChart finals;
-  finals.title = "Final loss (mean of last 100)";
+  finals.title = "Final loss (mean of last 100)" + over_seeds;
   finals.categories = {"4 layers", "8 layers"};
-  finals.groups = {{"Pre-LN", {runs[0].final_loss, runs[2].final_loss}, plot::palette(0)},
-                   {"Post-LN", {runs[1].final_loss, runs[3].final_loss}, plot::palette(1)}};
+  finals.groups = {{"Pre-LN", {seed_mean(0, final_of), seed_mean(2, final_of)}, plot::palette(0)},
+                   {"Post-LN", {seed_mean(1, final_of), seed_mean(3, final_of)}, plot::palette(1)}};
   plot::BarChart stab;
-  stab.title = "Stability: std of last 100 (and how far loss fell)";
+  stab.title = "Stability: std of last 100 (and how far loss fell)" + over_seeds;
   stab.categories = {"4 layers", "8 layers"};
-  stab.groups = {{"Pre-LN std", {runs[0].stability, runs[2].stability}, plot::palette(0)},
-                 {"Post-LN std", {runs[1].stability, runs[3].stability}, plot::palette(1)},
-                 {"Pre-LN fell", {runs[0].fell, runs[2].fell}, plot::palette(2)},
-                 {"Post-LN fell", {runs[1].fell, runs[3].fell}, plot::palette(3)}};
+  stab.groups = {{"Pre-LN std", {seed_mean(0, std_of), seed_mean(2, std_of)}, plot::palette(0)},
+                 {"Post-LN std", {seed_mean(1, std_of), seed_mean(3, std_of)}, plot::palette(1)},
+                 {"Pre-LN fell", {seed_mean(0, fell_of), seed_mean(2, fell_of)}, plot::palette(2)},
+                 {"Post-LN fell", {seed_mean(1, fell_of), seed_mean(3, fell_of)}, plot::palette(3)}};
   plot::Figure fig;
   fig.title = "Experiment 3: Pre-LN vs Post-LN, " + task.name + ", hidden " + std::to_string(dim) + ", " +
-              std::to_string(steps) + " steps, seed " + std::to_string(opt.seed);
+              std::to_string(steps) + " steps, " + seed_words;
   fig.cols = 2;
   fig.panels = {curves(4), curves(8), finals, stab};
+  // Pre-LN vs Post-LN at each depth, in each seed's runs
+  std::vector<DepthCall> calls[2];  // [depth 4, 8][seed]
+  for (size_t d = 0; d < 2; ++d)
+    for (const std::vector<Run>& rs : by_seed)
+      calls[d].push_back(compare_positions(rs[2 * d], rs[2 * d + 1]));
+  if (many) {
+    // the gap each seed shows: what the across-seed call is made from
+    plot::BarChart gaps;
+    gaps.title = "Pre-LN minus Post-LN, paired over the last " + std::to_string(kWindow) + ", per seed";
+    gaps.categories = {"4 layers", "8 layers"};
+    gaps.value_format = "%.3f";
+    for (size_t s = 0; s < seeds.size(); ++s)
+      gaps.groups.push_back({"seed " + std::to_string(seeds[s]), {calls[0][s].d.mean, calls[1][s].d.mean}});
+    fig.panels.push_back(gaps);
+  }
   std::string png = report.add_figure(fig);
 
   // ---- summary ----
   std::vector<std::vector<std::string>> rows;
-  for (const Run& r : runs)
-    rows.push_back({r.name, num(r.lr, 2), r.result.nan_step >= 0 ? std::to_string(r.result.nan_step) : "-",
-                    num(r.final_loss, 4), num(r.stability, 4), num(r.fell, 4), num(r.result.seconds, 3)});
+  for (const std::vector<Run>& rs : by_seed)
+    for (const Run& r : rs) {
+      std::vector<std::string> row = {r.name,
+                                      num(r.lr, 2),
+                                      r.result.nan_step >= 0 ? std::to_string(r.result.nan_step) : "-",
+                                      num(r.final_loss, 4),
+                                      num(r.stability, 4),
+                                      num(r.fell, 4),
+                                      num(r.result.seconds, 3)};
+      if (many) row.insert(row.begin() + 1, std::to_string(r.seed));
+      rows.push_back(row);
+    }
+  std::vector<std::string> header = {
+      "run", "lr", "NaN step", "final loss (last 100)", "std (last 100)", "loss fell by", "seconds"};
+  if (many) header.insert(header.begin() + 1, "seed");
   std::string md = "# Experiment 3: Pre-LN vs Post-LN\n\n";
   md += "Task `" + task.name + "`, TinyLM hidden " + std::to_string(dim) +
         ", 4 heads, 4x ReLU FFN, LayerNorm; " + "Adam, batch 16, seq " + std::to_string(seq) + ", " +
-        std::to_string(steps) + " steps, clip_grad_norm 1.0, seed " + std::to_string(opt.seed) + ".\n\n";
+        std::to_string(steps) + " steps, clip_grad_norm 1.0, " + seed_words +
+        (many ? " (every run once per seed)" : "") + ".\n\n";
   if (opt.quick)
     md +=
         "**--quick**: a smaller model and data than the full run (hidden 64, seq 32 instead of 256 and 64) "
         "so the four runs fit in 2 minutes on 2 cores. Numbers are not comparable with a full run.\n\n";
-  md += md_table(
-      {"run", "lr", "NaN step", "final loss (last 100)", "std (last 100)", "loss fell by", "seconds"}, rows);
-  md += "\n" + paired_rule_text("Two runs", "all four", kWindow) + "\n";
-  md += "\n## What the run shows\n\n";
-  for (int64_t layers : {4, 8}) {
-    const Run& pre = runs[layers == 4 ? 0 : 2];
-    const Run& post = runs[layers == 4 ? 1 : 3];
-    if (pre.result.nan_step >= 0 || post.result.nan_step >= 0) {
-      md += "- " + std::to_string(layers) + " layers: ";
-      for (const Run* r : {&pre, &post})
-        if (r->result.nan_step >= 0)
-          md += r->name + " diverged (" + r->result.nan_what + ") at step " +
-                std::to_string(r->result.nan_step) + ". ";
-      md += "\n";
-      continue;
-    }
-    if (std::isnan(pre.fell) || std::isnan(post.fell)) {
-      // One step: its loss was computed before any update, so both are the untrained models' losses.
-      md += "- " + std::to_string(layers) +
-            " layers: one step is too few to rank Pre-LN against Post-LN (the "
-            "loss of step 1 is the untrained model's).\n";
-      continue;
-    }
-    md +=
-        "- " + std::to_string(layers) + " layers: Pre-LN final " + num(pre.final_loss, 4) + " (fell " +
-        num(pre.fell, 3) + ", std " + num(pre.stability, 3) + "), Post-LN final " + num(post.final_loss, 4) +
-        " (fell " + num(post.fell, 3) + ", std " + num(post.stability, 3) + "). " +
-        paired_text(paired_diff(pre.result.losses, post.result.losses, kWindow), pre.name, post.name) + "." +
-        (post.stability < pre.stability && post.final_loss > pre.final_loss
-             ? " Post-LN's last-100 std is lower (" + num(post.stability, 3) + " vs " +
-                   num(pre.stability, 3) + ") but it sits " + num(post.final_loss - pre.final_loss, 3) +
-                   " higher: a flatter curve at a higher loss is not better training" +
-                   (post.fell < 0.95 * pre.fell ? ", and its loss fell less." : ".")
-             : "") +
+  md += md_table(header, rows);
+  md += "\n" +
+        paired_rule_text(many ? "Two runs of one seed" : "Two runs", many ? "all four of a seed" : "all four",
+                         kWindow) +
         "\n";
+  if (many) md += "\n" + seed_rule_text(seeds.size()) + "\n";
+  md += many ? "\n## What the runs show\n\n" : "\n## What the run shows\n\n";
+  for (size_t d = 0; d < 2; ++d) {
+    const std::string layers = d == 0 ? "4" : "8";
+    if (!many) {
+      md += "- " + layers + " layers: " + calls[d][0].text + "\n";
+      continue;
+    }
+    std::vector<PairedDiff> per_seed;
+    for (const DepthCall& c : calls[d]) per_seed.push_back(c.d);
+    md += "- " + layers + " layers, " +
+          seed_text(seed_spread(per_seed), configs[2 * d].name, configs[2 * d + 1].name) + ".\n";
+    for (size_t s = 0; s < seeds.size(); ++s)
+      md += "  - seed " + std::to_string(seeds[s]) + ": " + calls[d][s].text + "\n";
   }
   // Depth is compared per position only where both depths finished.
   for (size_t p = 0; p < 2; ++p) {
-    const Run& four = runs[p];
-    const Run& eight = runs[p + 2];
     const std::string who = p == 0 ? "Pre-LN" : "Post-LN";
-    if (four.result.nan_step >= 0 || eight.result.nan_step >= 0)
-      md += "- " + who + " at 4 and 8 layers: not compared, a run diverged.\n";
-    else if (std::isnan(four.fell) || std::isnan(eight.fell))
-      md += "- " + who + " at 4 and 8 layers: not compared, one step is too few.\n";
-    else
+    std::vector<DepthChange> changes;
+    for (const std::vector<Run>& rs : by_seed) changes.push_back(compare_depths(rs[p], rs[p + 2]));
+    const std::string four = configs[p].name, eight = configs[p + 2].name;
+    if (!many) {
+      const Run &r4 = runs[p], &r8 = runs[p + 2];
+      md += changes[0].why_not.empty() ? "- Going from 4 to 8 layers changed " + who + "'s final loss by " +
+                                             num(r8.final_loss - r4.final_loss, 3) + ": " +
+                                             paired_text(changes[0].d, eight, four) + ".\n"
+                                       : "- " + who + " at 4 and 8 layers: " + changes[0].why_not + "\n";
+      continue;
+    }
+    std::vector<PairedDiff> per_seed;
+    for (const DepthChange& c : changes) per_seed.push_back(c.d);
+    md += "- " + who + " from 4 to 8 layers, " + seed_text(seed_spread(per_seed), eight, four) + ".\n";
+    for (size_t s = 0; s < seeds.size(); ++s) {
+      const Run &r4 = by_seed[s][p], &r8 = by_seed[s][p + 2];
       md +=
-          "- Going from 4 to 8 layers changed " + who + "'s final loss by " +
-          num(eight.final_loss - four.final_loss, 3) + ": " +
-          paired_text(paired_diff(eight.result.losses, four.result.losses, kWindow), eight.name, four.name) +
-          ".\n";
+          "  - seed " + std::to_string(seeds[s]) + ": " +
+          (changes[s].why_not.empty() ? "the final loss changed by " + num(r8.final_loss - r4.final_loss, 3) +
+                                            ": " + paired_text(changes[s].d, eight, four) + "."
+                                      : changes[s].why_not) +
+          "\n";
+    }
   }
   if (pre_lr == post_lr)
     md += "- Both positions run at the same learning rate (" + num(pre_lr, 2) +

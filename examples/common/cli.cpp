@@ -28,19 +28,23 @@ bool readable_file(const std::string& path) {
   return bool(in);
 }
 
+namespace {
+// CLI11 alone takes "-1" as 2^64 - 1 and clamps 2^64 to the same: only a number that fits.
+std::string seed_check(const std::string& v) {
+  uint64_t x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+    return "expected a whole number from 0 to 18446744073709551615, got '" + v + "'";
+  return "";
+}
+}  // namespace
+
 void add_common_flags(CLI::App& app, CommonOptions& o) {
   app.add_option("--out", o.out, "output folder for PNG, CSV, summary and command line")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed (same seed and --threads: same numbers)")
       ->capture_default_str()
-      ->check([](const std::string& v) -> std::string {
-        // CLI11 alone takes "-1" as 2^64 - 1 and clamps 2^64 to the same: only a number that fits.
-        uint64_t x = 0;
-        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-        if (v.empty() || ec != std::errc() || end != v.data() + v.size())
-          return "expected a whole number from 0 to 18446744073709551615, got '" + v + "'";
-        return "";
-      });
+      ->check(seed_check);
   app.add_option("--threads", o.threads, "worker threads (default: all cores)")
       ->check(CLI::Range(1, ng::kMaxThreads));
   app.add_option("--steps", o.steps, "training steps (default: the experiment's own)")
@@ -52,6 +56,17 @@ void add_common_flags(CLI::App& app, CommonOptions& o) {
   app.add_flag("--quiet", o.quiet, "no progress bar");
   app.add_flag("--detect-anomaly", o.detect_anomaly,
                "stop at the first op whose forward or backward makes NaN/Inf, naming it (slow)");
+}
+
+void add_seeds_flag(CLI::App& app, CommonOptions& o) {
+  app.add_option("--seeds", o.seeds,
+                 "train every config once per seed, e.g. 42,2,7, and rank them across the seeds too "
+                 "(instead of --seed)")
+      ->delimiter(',')
+      ->check(seed_check)
+      ->excludes("--seed")
+      ->excludes("--save")
+      ->excludes("--resume");
 }
 
 namespace {
@@ -144,6 +159,21 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptio
     if (app.count(flag) > 0 && value->empty())  // `--save ""` wrote no checkpoint, and said nothing
       return usage_error(app, std::string(flag) + ": expected a path, got an empty one");
   o.data_given = app.count("--data") > 0;
+  // --seeds: only where the experiment registered it (app.count throws for a flag it does not have)
+  const CLI::Option* seeds_flag = app.get_option_no_throw("--seeds");
+  if (seeds_flag != nullptr && seeds_flag->count() > 0) {
+    if (o.seeds.size() > kMaxSeeds)
+      return usage_error(app, "--seeds: expected at most " + std::to_string(kMaxSeeds) + " seeds, got " +
+                                  std::to_string(o.seeds.size()));
+    for (size_t i = 0; i < o.seeds.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (o.seeds[i] == o.seeds[j])
+          return usage_error(app, "--seeds: seed " + std::to_string(o.seeds[i]) +
+                                      " is given twice (each seed is one run of every config)");
+    o.seed = o.seeds.front();
+  } else {
+    o.seeds = {o.seed};
+  }
   // A flag the experiment ignores (mark_flags_unused) is not checked: --help says it does not apply, and
   // note_unused_flags says it was ignored, so its value must not stop the run.
   if (o.data_given && !flag_unused(app, "--data") && !readable_file(o.data))

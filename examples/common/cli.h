@@ -2,6 +2,8 @@
 //
 //   --out DIR       where the PNG, CSV, Markdown summary and command line go (default results/)
 //   --seed N        seed of every random draw (default 42): same seed + same --threads = same numbers
+//   --seeds A,B,..  (exp2, exp3: add_seeds_flag) train every config once per seed and rank them across the
+//                   seeds too (examples/common/seeds.h); instead of --seed, and not with --save or --resume
 //   --threads N     worker threads (default: all cores)
 //   --steps N       training steps (default: the experiment's own; --quick uses a smaller one)
 //   --quick         a short run (under 2 minutes on 2 cores)
@@ -29,6 +31,9 @@ namespace ng::examples {
 struct CommonOptions {
   std::string out = "results";
   uint64_t seed = 42;
+  // The seeds to run: --seeds where the experiment has the flag and it was given, else {seed}. parse_flags
+  // fills it (and sets `seed` to its first).
+  std::vector<uint64_t> seeds;
   int threads = 0;    // 0: the OpenMP default (all cores)
   int64_t steps = 0;  // 0: the experiment's default
   bool quick = false;
@@ -46,6 +51,10 @@ struct CommonOptions {
 
 // Register the common flags on `app`.
 void add_common_flags(CLI::App& app, CommonOptions& options);
+// Register --seeds (after add_common_flags): a comma-separated list of 1 to kMaxSeeds distinct seeds.
+// A repeated seed is a usage error: it would count one run twice.
+inline constexpr size_t kMaxSeeds = 100;
+void add_seeds_flag(CLI::App& app, CommonOptions& options);
 
 // Parse argv. On success: applies --threads, creates --out, and returns nullopt (carry on). On --help:
 // prints usage, returns 0. On a bad flag, a bad value, an unreadable --data or --resume (unless the
