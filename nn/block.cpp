@@ -51,6 +51,10 @@ Block::Block(const BlockConfig& cfg, Generator& gen, Generator& dropout_gen) : c
   NG_CHECK(cfg.attn.dim == cfg.ffn.dim, "Block", "attention dim ", cfg.attn.dim, " and FFN dim ", cfg.ffn.dim,
            " differ");
   NG_CHECK(cfg.n_layers >= 1, "Block", "expected n_layers >= 1, got ", cfg.n_layers);
+  // make_norm checks the name where a norm is built; "none" builds none, and a misspelt name was accepted
+  // there and kept in the config (and in every checkpoint of the model).
+  NG_CHECK(pos != "none" || cfg.norm == "layernorm" || cfg.norm == "rmsnorm", "Block", "unknown norm '",
+           cfg.norm, "', expected layernorm or rmsnorm (checked also for norm_position none)");
   const int64_t C = cfg.attn.dim;
   if (pos != "none") norm1 = register_module("norm1", make_norm(cfg.norm, C, cfg.norm_eps));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg.attn, gen, dropout_gen));

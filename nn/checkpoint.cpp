@@ -186,7 +186,10 @@ void load_checkpoint(const std::string& path, TrainState& state) {
   for (auto& [name, gen] : state.generators) {
     wanted_rng.insert(name);
     auto it = rng_part.find(name);
-    if (it == rng_part.end())
+    // (save_checkpoint refuses a null one too; here it crashed in set_state, after the model was loaded)
+    if (gen == nullptr)
+      problems.push_back("generator '" + name + "' is null");
+    else if (it == rng_part.end())
       problems.push_back("missing: rng." + name);
     else if (it->second.dtype() != DType::i64 || it->second.shape() != Shape{2})
       problems.push_back("rng." + name + ": expected I64 (2), got " + dtype_name(it->second.dtype()) + " " +

@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -37,7 +38,13 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
 
 void Module::replace_tensor(const std::string& name, const Tensor& t) {
   for (auto& [n, v] : params_)
-    if (n == name) return void(v = t);
+    if (n == name) {
+      // A parameter, as register_parameter makes one: without this, the new tensor got no gradient and an
+      // optimizer skipped it.
+      v = t;
+      if (v.defined()) v.requires_grad_(true);
+      return;
+    }
   for (auto& [n, v] : buffers_)
     if (n == name) return void(v = t);
   fail("Module", "no parameter or buffer named '", name, "'");
@@ -71,10 +78,23 @@ void Module::to(Device device) {
   }
 }
 
-NamedTensors Module::named_parameters() const {
+namespace {
+// Each tensor once, under the first name that reaches it (a module registered twice, a weight shared by two
+// modules). Listed once per name, a shared parameter was counted twice by num_parameters() and by
+// clip_grad_norm_(parameters()), and refused by the optimizers ("is the same tensor as an earlier one").
+NamedTensors first_name_of_each(const NamedTensors& all) {
   NamedTensors out;
-  collect("", true, false, out);
+  std::set<const TensorImpl*> seen;
+  for (const auto& [name, t] : all)
+    if (seen.insert(&t.impl()).second) out.emplace_back(name, t);
   return out;
+}
+}  // namespace
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors all;
+  collect("", true, false, all);
+  return first_name_of_each(all);
 }
 
 std::vector<Tensor> Module::parameters() const {
@@ -84,9 +104,9 @@ std::vector<Tensor> Module::parameters() const {
 }
 
 NamedTensors Module::named_buffers() const {
-  NamedTensors out;
-  collect("", false, true, out);
-  return out;
+  NamedTensors all;
+  collect("", false, true, all);
+  return first_name_of_each(all);
 }
 
 int64_t Module::num_parameters() const {
@@ -112,7 +132,15 @@ NamedTensors Module::state_dict() const {
 }
 
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
-  std::map<std::string, Tensor> given(state.begin(), state.end());
+  // A name given twice is refused (as the optimizers' load_state_dict refuses it), where the first of the two
+  // was kept without a word; so is an undefined tensor, which has no shape to check.
+  std::map<std::string, Tensor> given;
+  std::vector<std::string> duplicated, undefined;
+  for (const auto& [name, t] : state) {
+    if (!given.emplace(name, t).second &&
+        std::find(duplicated.begin(), duplicated.end(), name) == duplicated.end())
+      duplicated.push_back(name);
+  }
   std::vector<std::string> missing, mismatched, unconvertible;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied only if all is well
   for (auto& [name, dst] : state_dict()) {
@@ -121,7 +149,9 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       missing.push_back(name);
       continue;
     }
-    if (it->second.shape() != dst.shape()) {
+    if (!it->second.defined()) {
+      undefined.push_back(name);
+    } else if (it->second.shape() != dst.shape()) {
       mismatched.push_back(name + ": expected " + shape_str(dst.shape()) + ", got " +
                            shape_str(it->second.shape()));
     } else if (it->second.dtype() != dst.dtype()) {
@@ -150,6 +180,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   };
   if (strict) list("missing", missing);
   if (strict) list("unexpected", unexpected);
+  list("given twice", duplicated);
+  list("undefined tensor", undefined);
   list("wrong shape", mismatched);
   list("not convertible to the module's dtype", unconvertible);
   if (!msg.str().empty()) fail("load_state_dict", "the state does not match the module." + msg.str());

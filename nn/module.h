@@ -12,7 +12,7 @@
 //     Tensor forward(const Tensor& x) override { return proj->forward(x) * weight; }
 //   };
 //
-// Names are dotted paths in registration order: "blocks.0.attn.wq.weight". Tensors are handles, so the
+// Names are dotted paths in registration order: "blocks.0.attn.q_proj.weight". Tensors are handles, so the
 // registry and the member share one tensor; load_state_dict copies values INTO it (copy_), never
 // replacing it, so optimizers that hold the parameters keep seeing the right ones.
 #pragma once
@@ -38,6 +38,10 @@ class Module {
   virtual std::string type_name() const { return "Module"; }
 
   // ---- introspection (recursive, stable registration order) ----
+  // named_parameters() and named_buffers() list each tensor once, under the first name that reaches it, as
+  // PyTorch does: a module registered twice (one layer used at two places) or a weight registered in two
+  // modules is one parameter for the optimizer, clip_grad_norm_ and num_parameters(). state_dict() keeps
+  // every name.
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
   NamedTensors named_buffers() const;
@@ -62,8 +66,9 @@ class Module {
   NamedTensors state_dict() const;
   // Copies each entry into the matching tensor, converting its dtype to the tensor's (as copy_ does: f64
   // values into an f32 model are rounded). With strict, a missing or unexpected name is an error; a shape
-  // mismatch, or a value the tensor's dtype cannot hold (NaN into an i64 buffer), is always an error. The
-  // message lists every problem found, and nothing is copied unless all entries are fine.
+  // mismatch, an undefined tensor, a name given twice, or a value the tensor's dtype cannot hold (NaN into
+  // an i64 buffer), is always an error. The message lists every problem found, and nothing is copied unless
+  // all entries are fine.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
  protected:
@@ -76,7 +81,9 @@ class Module {
     children_.emplace_back(name, m);
     return m;
   }
-  // Replace a registered tensor (e.g. a buffer recreated with another shape). Name must exist.
+  // Replace a registered tensor (e.g. a buffer recreated with another shape). Name must exist; a parameter's
+  // new tensor is marked requires_grad, as register_parameter does. The registry alone changes: assign the
+  // member that held the old tensor too (`weight = t; replace_tensor("weight", weight);`).
   void replace_tensor(const std::string& name, const Tensor& t);
 
  private:

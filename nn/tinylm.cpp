@@ -71,6 +71,13 @@ void TinyLMConfig::validate() const {
   // checked here, not only at the first forward (rope_tables): a checkpoint's config is refused on load
   NG_CHECK(position != "rope" || (rope_theta > 0 && std::isfinite(rope_theta)), op,
            "rope_theta must be finite and > 0, got ", rope_theta);
+  // Finite whatever the model uses: to_json writes inf and NaN as null, which from_json refuses, so a model
+  // with position "none" and rope_theta NaN (or no norm and norm_eps inf) saved a checkpoint that
+  // read_checkpoint_config could not read back.
+  NG_CHECK(std::isfinite(rope_theta), op,
+           "rope_theta must be finite (the config's JSON cannot hold inf or NaN), got ", rope_theta);
+  NG_CHECK(std::isfinite(norm_eps), op,
+           "norm_eps must be finite (the config's JSON cannot hold inf or NaN), got ", norm_eps);
 }
 
 // ---- JSON: every field, by its C++ name ----------------------------------------------------------------
@@ -153,7 +160,6 @@ TinyLMConfig TinyLMConfig::from_json(const std::string& text) {
 #undef NG_FROM_JSON
   if (known != j.size())
     for (auto& [key, _] : j.items()) {
-      TinyLMConfig probe;
       bool ok = false;
 #define NG_IS_KEY(f) ok = ok || key == #f;
       NG_TINYLM_FIELDS(NG_IS_KEY)

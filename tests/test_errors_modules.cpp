@@ -215,3 +215,52 @@ TEST(ErrorsModules, NormModulesCheckWhatTheirFieldsAndInputsPromise) {
   bn.forward(randn({4, 3}, gen));
   EXPECT_EQ(bn.num_batches_tracked.to_vector<int64_t>(), std::vector<int64_t>{1});
 }
+
+// A name given twice was resolved by keeping the first of the two without a word, and an undefined tensor
+// failed with "Tensor: use of an undefined tensor", naming neither load_state_dict nor the entry. Both are
+// now listed with the other problems, and nothing is copied.
+TEST(ErrorsModules, LoadStateDictRefusesANameGivenTwiceAndAnUndefinedTensor) {
+  auto model = make_model();
+  nn::NamedTensors good = model->state_dict();
+  const std::string w_name = good[0].first, b_name = good[1].first;
+  const std::vector<double> before = good[0].second.to_vector<double>();
+
+  nn::NamedTensors twice = good;
+  twice.emplace_back(w_name, zeros({2, 3}));
+  std::string msg = error_of([&] { model->load_state_dict(twice); });
+  EXPECT_TRUE(has(msg, "load_state_dict: the state does not match the module. given twice: " + w_name + ";"))
+      << msg;
+  msg = error_of([&] { model->load_state_dict(twice, /*strict=*/false); });
+  EXPECT_TRUE(has(msg, "given twice: " + w_name + ";")) << msg;
+
+  nn::NamedTensors undefined = good;
+  undefined[1].second = Tensor();
+  msg = error_of([&] { model->load_state_dict(undefined); });
+  EXPECT_TRUE(
+      has(msg, "load_state_dict: the state does not match the module. undefined tensor: " + b_name + ";"))
+      << msg;
+
+  EXPECT_EQ(model->state_dict()[0].second.to_vector<double>(), before);  // nothing was copied
+}
+
+// The norm's name is checked whatever the position: with "none" (no norm built) a misspelt one was accepted
+// and kept in the config, and in each checkpoint of the model.
+TEST(ErrorsModules, BlockChecksTheNormNameAlsoWithoutNorms) {
+  nn::BlockConfig c;
+  c.attn.dim = c.ffn.dim = 8;
+  c.attn.n_heads = 2;
+  c.norm = "rmsnrom";
+  c.norm_position = "none";
+  EXPECT_TRUE(has(error_of([&] { nn::Block b(c); }),
+                  "Block: unknown norm 'rmsnrom', expected layernorm or "
+                  "rmsnorm (checked also for norm_position none)"));
+  c.norm_position = "pre";
+  EXPECT_TRUE(has(error_of([&] { nn::Block b(c); }), "make_norm: unknown norm 'rmsnrom'"));
+  nn::TinyLMConfig lm;
+  lm.vocab_size = 5;
+  lm.dim = 8;
+  lm.n_heads = 2;
+  lm.norm_position = "none";
+  lm.norm = "LayerNorm";
+  EXPECT_TRUE(has(error_of([&] { nn::TinyLM m(lm); }), "Block: unknown norm 'LayerNorm'"));
+}

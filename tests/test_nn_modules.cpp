@@ -1,5 +1,5 @@
 // Embedding (init, lookup, gradient), Dropout (train/eval, generator), nn::cast_, and the Module base
-// (zero_grad and train/eval reach every submodule).
+// (zero_grad and train/eval reach every submodule; a shared layer is one set of parameters).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -173,4 +173,79 @@ TEST(Module, TrainAndEvalRecurseIntoSubmodules) {
   EXPECT_TRUE(root.is_training());
   EXPECT_TRUE(bn->is_training());
   EXPECT_FALSE(drop->is_training());
+}
+
+// One layer used at two places (a module registered twice, as weight-shared layers are) is one set of
+// parameters: listed once, under its first name, as PyTorch's named_parameters() does. Listed once per name,
+// num_parameters() counted it twice, clip_grad_norm_(parameters()) summed its gradient twice into the norm
+// (sqrt(2) too large here), and AdamW refused the list ("'1.weight' is the same tensor as an earlier one").
+// state_dict() still has every name.
+TEST(Module, ASharedLayerIsListedOnce) {
+  Generator g(3);
+  auto layer = std::make_shared<nn::Linear>(3, 3, true, g);
+  auto bn = std::make_shared<nn::BatchNorm1d>(3);
+  nn::Sequential model;
+  model.push_back(layer);
+  model.push_back(bn);
+  model.push_back(layer);
+  model.push_back(bn);
+
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"}));
+  EXPECT_EQ(model.parameters().size(), 4u);
+  EXPECT_EQ(model.num_parameters(), 3 * 3 + 3 + 3 + 3);
+  std::vector<std::string> buffers;
+  for (const auto& [name, b] : model.named_buffers()) buffers.push_back(name);
+  EXPECT_EQ(buffers, (std::vector<std::string>{"1.running_mean", "1.running_var", "1.num_batches_tracked"}));
+  EXPECT_EQ(model.state_dict().size(), 2u * (4 + 3));  // every name
+
+  // The gradient norm counts each parameter once: sqrt(sum of its squared gradients).
+  sum(model(randn({4, 3}, g))).backward();
+  double sq = 0;
+  for (const Tensor& p : {layer->weight, layer->bias, bn->weight, bn->bias})
+    for (double v : p.grad().to_vector<double>()) sq += v * v;
+  EXPECT_NEAR(optim::clip_grad_norm_(model.parameters(), 1e9), std::sqrt(sq), 1e-6 * std::sqrt(sq));
+
+  // An optimizer takes the list, and a step moves the shared weight once.
+  optim::SGDOptions sgd;
+  sgd.lr = 0.1;
+  optim::SGD opt(model.named_parameters(), sgd);
+  const std::vector<double> before = layer->weight.to_vector<double>(),
+                            grad = layer->weight.grad().to_vector<double>();
+  opt.step();
+  const std::vector<double> after = layer->weight.to_vector<double>();
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_NEAR(after[i], before[i] - 0.1 * grad[i], 1e-6);
+}
+
+// replace_tensor on a parameter makes the new tensor a parameter as register_parameter does (requires_grad):
+// it stayed a plain tensor, so a backward gave it no gradient and an optimizer skipped it.
+TEST(Module, ReplacedParameterRequiresGrad) {
+  struct Scale : nn::Module {
+    Tensor weight;
+    Tensor stats;
+    Scale() {
+      weight = register_parameter("weight", ones({2}));
+      stats = register_buffer("stats", zeros({2}));
+    }
+    void resize(int64_t n) {
+      weight = zeros({n});
+      replace_tensor("weight", weight);
+      stats = zeros({n});
+      replace_tensor("stats", stats);
+    }
+    void replace(const std::string& name, const Tensor& t) { replace_tensor(name, t); }
+    Tensor forward(const Tensor& x) override { return x * weight; }
+  };
+  Scale m;
+  m.resize(3);
+  const nn::NamedTensors params = m.named_parameters();
+  ASSERT_EQ(params.size(), 1u);
+  EXPECT_EQ(params[0].second.shape(), (Shape{3}));
+  EXPECT_TRUE(params[0].second.requires_grad());
+  EXPECT_FALSE(m.named_buffers()[0].second.requires_grad());  // a buffer stays a buffer
+  sum(m(ones({3}))).backward();
+  ASSERT_TRUE(m.weight.grad().defined());
+  EXPECT_EQ(m.weight.grad().to_vector<double>(), (std::vector<double>{1, 1, 1}));
+  expect_error([&] { m.replace("bias", zeros({3})); }, {"Module: no parameter or buffer named 'bias'"});
 }

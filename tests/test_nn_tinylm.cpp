@@ -402,3 +402,24 @@ TEST(TinyLM, FinalNormJson) {
   expect_error([&] { nn::TinyLMConfig::from_json(bad.dump()); },
                {"TinyLMConfig::from_json: key 'final_norm' must be true, false or null, got \"yes\""});
 }
+
+// A config's JSON cannot hold inf or NaN (to_json writes null, from_json refuses it): a float field the model
+// does not use (rope_theta without RoPE, norm_eps without norms) was not checked, and the checkpoint of such
+// a model could not be read back ("key 'rope_theta' has the wrong type: ... type must be number, but is
+// null"). The config is refused when the model is built.
+TEST(TinyLM, ConfigFloatsAreFiniteSoTheJsonReadsBack) {
+  auto c = tiny(5);
+  c.position = "none";
+  c.norm_position = "none";
+  EXPECT_EQ(nn::TinyLMConfig::from_json(c.to_json()), c);
+  for (double bad : {double(NAN), double(INFINITY)}) {
+    auto theta = c;
+    theta.rope_theta = bad;
+    expect_error([&] { nn::TinyLM{theta}; }, {"TinyLMConfig: rope_theta must be finite (the config's JSON "
+                                              "cannot hold inf or NaN), got "});
+    auto eps = c;
+    eps.norm_eps = bad;
+    expect_error([&] { nn::TinyLM{eps}; }, {"TinyLMConfig: norm_eps must be finite (the config's JSON cannot "
+                                            "hold inf or NaN), got "});
+  }
+}
