@@ -16,12 +16,14 @@ static int64_t checked_mul(int64_t a, int64_t b, const Shape& shape) {
   return r;
 }
 
+// A zero size anywhere makes 0 elements, whatever the other sizes are: checked before multiplying, so that
+// an expanded view of shape (2^40, 2^40, 0) has numel 0 like one of (0, 2^40, 2^40) (it threw: the product
+// of the sizes before the 0 passes int64).
 int64_t numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) {
+  for (int64_t s : shape)
     if (s == 0) return 0;
-    n = checked_mul(n, s, shape);
-  }
+  int64_t n = 1;
+  for (int64_t s : shape) n = checked_mul(n, s, shape);
   return n;
 }
 

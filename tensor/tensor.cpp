@@ -1,6 +1,7 @@
 // Tensor basics: metadata, element access, conversion and copies. Views live in ops/views.cpp.
 #include "tensor/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -51,20 +52,20 @@ constexpr bool kSimdConvert = (std::is_same_v<S, float> &&
                               (std::is_same_v<D, float> &&
                                (std::is_same_v<S, f16> || std::is_same_v<S, bf16>));
 
-static void copy_convert(const Tensor& dst, const Tensor& src) {
-  NG_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy", "expected CPU tensors, got ",
+// `op` names the caller (to, clone, copy_) in the errors.
+static void copy_convert(const Tensor& dst, const Tensor& src, const char* op) {
+  NG_CHECK(dst.device().is_cpu() && src.device().is_cpu(), op, "expected CPU tensors, got ",
            dst.device().str(), " and ", src.device().str());
-  NG_DISPATCH_ALL(dst.dtype(), "copy", [&]<typename D>() {
+  NG_DISPATCH_ALL(dst.dtype(), op, [&]<typename D>() {
     D* pd = static_cast<D*>(dst.raw_data());
-    NG_DISPATCH_ALL(src.dtype(), "copy", [&]<typename S>() {
+    NG_DISPATCH_ALL(src.dtype(), op, [&]<typename S>() {
       const S* ps = static_cast<const S*>(src.raw_data());
       if constexpr (std::is_same_v<D, int64_t> && !std::is_same_v<S, int64_t>) {
         // Float -> i64: every value is checked before anything is written.
         for_each_strided<1>(
             src.shape(), {src.strides()},
             [&](const std::array<int64_t, 1>& o, int64_t n, const std::array<int64_t, 1>& st) {
-              for (int64_t i = 0; i < n; ++i)
-                check_has_i64(to_double(ps[o[0] + i * st[0]]), src.dtype(), "to");
+              for (int64_t i = 0; i < n; ++i) check_has_i64(to_double(ps[o[0] + i * st[0]]), src.dtype(), op);
             });
       }
       for_each_strided<2>(dst.shape(), {dst.strides(), src.strides()},
@@ -142,7 +143,7 @@ Tensor Tensor::to(DType target) const {
   if (device().is_cpu()) {
     out = empty(shape(), target);
     NoGradGuard g;
-    copy_convert(out, *this);
+    copy_convert(out, *this, "to");
   } else {
     out = device_kernels(*this, "to").copy(*this, target);
   }
@@ -170,7 +171,7 @@ Tensor Tensor::clone() const {
   if (device().is_cpu()) {
     out = empty(shape(), dtype());
     NoGradGuard g;
-    copy_convert(out, *this);
+    copy_convert(out, *this, "clone");
   } else {
     out = device_kernels(*this, "clone").copy(*this, dtype());
   }
@@ -249,10 +250,16 @@ Tensor& Tensor::fill_(double value) {
     bump_version();
     return *this;
   }
+  // An expanded view holds one element of memory at many positions (stride 0): visit it once. Writing it at
+  // every position stored the same value, but from several threads at once: a data race (ThreadSanitizer
+  // caught it on a (1, 16) row expanded to (100000, 16)), and the same write repeated 100000 times.
+  Shape once = shape();
+  for (int64_t d = 0; d < dim(); ++d)
+    if (strides()[d] == 0) once[d] = std::min<int64_t>(once[d], 1);
   NG_DISPATCH_ALL(dtype(), "fill_", [&]<typename scalar_t>() {
     scalar_t v = from_double<scalar_t>(value);
     scalar_t* p = static_cast<scalar_t*>(raw_data());
-    for_each_strided<1>(shape(), {strides()},
+    for_each_strided<1>(once, {strides()},
                         [&](const std::array<int64_t, 1>& o, int64_t n, const std::array<int64_t, 1>& s) {
                           for (int64_t i = 0; i < n; ++i) p[o[0] + i * s[0]] = v;
                         });
@@ -276,7 +283,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     return *this;
   }
   if (!s.device().is_cpu()) s = s.detach().to(Device::cpu());
-  copy_convert(*this, s);
+  copy_convert(*this, s, "copy_");
   bump_version();
   return *this;
 }

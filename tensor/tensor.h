@@ -164,7 +164,7 @@ void check_untracked_in_place(const Tensor& self, const Tensor* other, const cha
 // - A destination with two elements at one address (an expanded view: stride 0 on a dim of size > 1) would
 //   be written several times, each write reading what the one before left (mul_ by 2 on three elements of
 //   one address multiplies it by 8). copy_, add_ and mul_ refuse it with an ng::Error naming the op, the
-//   shape and the strides; fill_ takes it (every write stores the same value), as PyTorch does.
+//   shape and the strides; fill_ takes it, as PyTorch does, and writes each element of memory once.
 // - A source that shares memory with the destination (two views of one tensor: x[1:].copy_(x[:-1]), or
 //   m.copy_(m.t())) is read in full before anything is written: where their spans of memory meet, and the
 //   source is not the very same elements as the destination, the source is copied first. The result is what

@@ -708,6 +708,22 @@ TEST(DeviceDispatch, MaximumAndMinimumBackwardOnTheDevice) {
   }
 }
 
+// slice, narrow and select of a device tensor: the gradient of the window is on the tensor's device (it was
+// built on the host, and the engine refused it), zeros outside the window, dout inside.
+TEST(DeviceDispatch, SliceBackwardOnTheDevice) {
+  KernelsScope scope(&host_device());
+  const std::vector<double> xv = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  Tensor x = ng::from_vector(xv, {3, 4}).to(kDev);
+  x.requires_grad_(true);
+  Tensor w = ng::from_vector(std::vector<double>{10, 20, 30}, {3, 1}).to(kDev);
+  // columns 1 and 3 (step 2), then row 2 of x itself
+  Tensor y = ng::add(ng::sum(ng::mul(x.slice(1, 1, 4, 2), w)), ng::sum(x.select(0, 2)));
+  y.backward();
+  ASSERT_EQ(x.grad().device(), kDev);
+  EXPECT_EQ(x.grad().to(Device::cpu()).to_vector<float>(),
+            (std::vector<float>{0, 10, 0, 10, 0, 20, 0, 20, 1, 31, 1, 31}));
+}
+
 TEST(DeviceDispatch, CopyIntoADeviceTensor) {
   KernelsScope scope(&host_device());
   Tensor d = ng::zeros({2, 3}, DType::f32, kDev);

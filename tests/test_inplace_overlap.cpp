@@ -87,3 +87,20 @@ TEST(InPlaceOverlap, ExpandedDestinationIsRefusedExceptByFill) {
   mul_(none, 3.0);
   none.copy_(ones({5}));
 }
+
+// fill_ of an expanded view writes each element of memory once. It wrote every position: the same address
+// from several threads at once (a data race, which ThreadSanitizer reported on (1, 16) -> (100000, 16)), and
+// 2^42 writes for the view below, hours of work for the 4 values in memory.
+TEST(InPlaceOverlap, FillOfAnExpandedViewWritesEachElementOnce) {
+  Tensor base = zeros({1, 4});
+  Tensor wide = base.expand({int64_t(1) << 40, 4});
+  wide.fill_(2.0);
+  EXPECT_EQ(values(base), std::vector<double>(4, 2.0));
+  // a view with stride 0 on an inner dim, and the other elements of the storage left as they were
+  Tensor m = zeros({3, 2}, DType::f64);
+  Tensor col = m.narrow(1, 1, 1).expand({3, 5});
+  const uint64_t before = m.version();
+  col.fill_(-1.5);
+  EXPECT_EQ(values(m), (std::vector<double>{0, -1.5, 0, -1.5, 0, -1.5}));
+  EXPECT_GT(m.version(), before);
+}

@@ -70,6 +70,12 @@ TEST(Reduce, HalfInputsReduceInF32) {
 TEST(Reduce, Errors) {
   Tensor x = zeros({2, 3});
   expect_error([&] { sum(x, {0, 0}); }, {"sum: a dim appears twice"});
+  expect_error(
+      [&] {
+        mean(x, {1, -1});
+      },
+      {"mean: a dim appears twice in the list of dims to reduce: dim 1 in (1, -1) for a tensor of shape "
+       "(2, 3) (expected each dim once)"});
   expect_error([&] { sum(x, {2}); },
                {"sum: dim 2 is out of range for a tensor with 2 dims (expected -2 to 1)"});
   expect_error([&] { mean(x, {-3}); }, {"mean: dim -3 is out of range"});
@@ -89,6 +95,21 @@ TEST(Reduce, Errors) {
   expect_error([&] { max(x, 5); }, {"max: dim 5 is out of range"});
   expect_error([&] { sum(zeros({2}, DType::i64)); }, {"sum: expected dtype f32 or f64, got i64"});
   expect_error([&] { var(zeros({2}, DType::i64), {0}); }, {"var: expected dtype f32 or f64, got i64"});
+}
+
+// An empty tensor's sizes need not multiply to an int64: an expanded view of shape (0, 2^40, 2^40) has no
+// values, and reducing dims (1, 2) is a length of 2^80 per row, of which there are none. That length wrapped
+// around (undefined behaviour) to 0, and mean refused it as "the mean of an empty set of values".
+TEST(Reduce, EmptyTensorWhoseReducedSizesPassInt64) {
+  const int64_t t40 = int64_t(1) << 40;
+  Tensor e = zeros({0, 1, 1}, DType::f64).expand({0, t40, t40});
+  EXPECT_EQ(sum(e, {1, 2}).shape(), (Shape{0}));
+  EXPECT_EQ(mean(e, {1, 2}).shape(), (Shape{0}));
+  EXPECT_EQ(mean(e, {-1, -2}, true).shape(), (Shape{0, 1, 1}));
+  EXPECT_EQ(var(e, {1, 2}).shape(), (Shape{0}));
+  // a zero size among the reduced ones still makes the rows empty: the mean of nothing is refused
+  Tensor z = zeros({1, 1, 0}, DType::f64).expand({t40, t40, 0});
+  expect_error([&] { mean(z, {2}); }, {"mean: cannot take the mean of an empty set of values"});
 }
 
 TEST(Reduce, LargeSumsSameAtOneAndTwoThreads) {

@@ -164,7 +164,8 @@ TEST(Dtype, FloatToI64RefusesWhatHasNoI64) {
     expect_error([&] { tensor({1.0, NAN}).to(dt).to(DType::i64); }, {"to: cannot convert nan", "to i64"});
     expect_error([&] { tensor({-INFINITY}).to(dt).to(DType::i64); }, {"to: cannot convert -inf"});
     Tensor dst = zeros({2}, DType::i64);
-    expect_error([&] { dst.copy_(tensor({3.0, INFINITY}).to(dt)); }, {"to: cannot convert inf"});
+    // copy_'s own name (it said "to:", the name of the conversion inside it)
+    expect_error([&] { dst.copy_(tensor({3.0, INFINITY}).to(dt)); }, {"copy_: cannot convert inf", "to i64"});
     EXPECT_EQ(dst.to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));  // untouched
   }
   expect_error([] { tensor({1e19}, DType::f64).to(DType::i64); }, {"to: cannot convert 1e+19 (f64)"});

@@ -165,6 +165,43 @@ TEST(Views, SizesNearTheInt64EdgeAreExactOrErrors) {
   expect_error([] { arange(-1e308, 1e308, 1.0); }, {"arange:", "values, more than a tensor can hold"});
 }
 
+// Sizes whose product passes int64. A tensor's sizes must multiply to an int64 (numel, and every op's loops,
+// rely on it), except where one of them is 0 (no values). Found under UBSan on 2026-11-29: expand took
+// (1) -> (2^62, 4), and sum() of it then overflowed in its plan (undefined behaviour); flatten of an empty
+// expanded view and cat of two 2^62-long views overflowed the same way, and numel() of a (2^40, 2^40, 0)
+// view threw, because it multiplied the sizes before it reached the 0.
+TEST(Views, SizesPastInt64AreRefusedWhereTheyWouldWrap) {
+  const int64_t big = int64_t(1) << 62, t40 = int64_t(1) << 40;
+  expect_error(
+      [&] {
+        ones({1}).expand({big, 4});
+      },
+      {"expand: cannot expand shape (1) to (4611686018427387904, 4): the sizes multiply past int64"});
+  expect_error(
+      [&] {
+        ones({1, 1}).expand({4, big, -1});
+      },
+      {"expand: cannot expand shape (1, 1) to (4, 4611686018427387904, -1): the sizes multiply"});
+  // the largest that fit are taken, and so are any sizes beside a 0 (nothing to count)
+  EXPECT_EQ(ones({1}).expand({big, 1}).numel(), big);
+  Tensor empty_front = zeros({0, 1, 1}).expand({0, t40, t40});
+  Tensor empty_back = zeros({1, 1, 0}).expand({t40, t40, 0});
+  EXPECT_EQ(empty_front.numel(), 0);
+  EXPECT_EQ(empty_back.numel(), 0);
+  EXPECT_EQ(numel({t40, t40, 0}), 0);
+  // flatten: the flattened size of two 2^40 dims does not fit, whatever the other sizes
+  expect_error([&] { empty_front.flatten(1); },
+               {"flatten: dims 1 to 2 of shape (0, 1099511627776, 1099511627776) multiply past int64"});
+  EXPECT_EQ(empty_front.flatten(0, 1).shape(), (Shape{0, t40}));
+  // cat: 2^62 + 2^62 along dim 0
+  Tensor half = zeros({1}).expand({big});
+  expect_error(
+      [&] {
+        cat({half, half}, 0);
+      },
+      {"cat: the sizes along dim 0 add up past int64 at tensor 1 (shape (4611686018427387904))"});
+}
+
 TEST(Views, Errors) {
   Tensor x = zeros({2, 3, 4});
   expect_error(
@@ -208,7 +245,17 @@ TEST(Views, Errors) {
         x.expand({2, 5, 4});
       },
       {"expand: cannot expand shape (2, 3, 4) to (2, 5, 4): dim 1 has size 3, which is neither 5 nor 1"});
-  expect_error([&] { x.expand({-2, 2, 3, 4}); }, {"expand: cannot expand to (-2, 2, 3, 4)"});
+  expect_error(
+      [&] {
+        x.expand({-2, 2, 3, 4});
+      },
+      {"expand: cannot expand shape (2, 3, 4) to (-2, 2, 3, 4): size -2 at new leading dim 0 is negative"});
+  expect_error(
+      [&] {
+        x.expand({-1, 2, 3, 4});
+      },
+      {"expand: cannot expand shape (2, 3, 4) to (-1, 2, 3, 4): size -1 at new leading dim 0",
+       "a new dim has none to keep"});
   expect_error([&] { x.squeeze(3); }, {"squeeze: dim 3 is out of range"});
   expect_error([&] { x.unsqueeze(4); }, {"unsqueeze: dim 4 is out of range for a tensor with 4 dims"});
   expect_error([&] { x.flatten(2, 1); }, {"flatten: start dim 2 must not come after end dim 1"});

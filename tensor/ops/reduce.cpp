@@ -33,17 +33,23 @@ Plan make_plan(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdi
   } else {
     for (int64_t d : dims_in) p.dims.push_back(wrap_dim(d, x.dim(), op));
     std::sort(p.dims.begin(), p.dims.end());
-    NG_CHECK(std::adjacent_find(p.dims.begin(), p.dims.end()) == p.dims.end(), op,
-             "a dim appears twice in the list of dims to reduce");
+    const auto twice = std::adjacent_find(p.dims.begin(), p.dims.end());
+    NG_CHECK(twice == p.dims.end(), op, "a dim appears twice in the list of dims to reduce: dim ",
+             twice == p.dims.end() ? 0 : *twice, " in ", shape_str(dims_in), " for a tensor of shape ",
+             shape_str(x.shape()), " (expected each dim once)");
     // A 0-d x: dim 0 (or -1) is allowed, as in PyTorch, and names the one value; nothing to permute away.
     if (x.dim() == 0) p.dims.clear();
   }
+  // rows * L = numel(x), so both fit in an int64, except for an empty x: an expanded view of shape
+  // (0, 2^40, 2^40) has no values, and its L over dims (1, 2) is 2^80. That L wrapped around (undefined
+  // behaviour; to 0, and mean refused it as an empty set). It saturates instead (rows is 0: no row is read),
+  // and a later zero size still makes it 0.
   for (int64_t d = 0; d < x.dim(); ++d) {
     bool reduced = std::binary_search(p.dims.begin(), p.dims.end(), d);
     p.kept_shape.push_back(reduced ? 1 : x.size(d));
     if (!reduced || keepdim) p.out_shape.push_back(reduced ? 1 : x.size(d));
-    if (reduced) p.L *= x.size(d);
-    else p.rows *= x.size(d);
+    int64_t& n = reduced ? p.L : p.rows;
+    if (__builtin_mul_overflow(n, x.size(d), &n)) n = std::numeric_limits<int64_t>::max();
   }
   return p;
 }
@@ -136,13 +142,16 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   }
   return y;
 }
-Tensor sum(const Tensor& x) { return sum(x, {}, false); }
+Tensor sum(const Tensor& x) {
+  return sum(x, {}, false);
+}
 
 // mean: y = (1/L) sum_i x_i.   dx_i = dout / L.
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return mean(x32, dims, keepdim); });
   Plan p = make_plan(x, dims, keepdim, "mean");
-  NG_CHECK(p.L > 0, "mean", "cannot take the mean of an empty set of values (shape ", shape_str(x.shape()), ")");
+  NG_CHECK(p.L > 0, "mean", "cannot take the mean of an empty set of values (shape ", shape_str(x.shape()),
+           ")");
   Tensor y = on_device({x}, "mean") ? device_kernels(x, "mean").sum(x, dims, keepdim, true)
                                     : sum_kernel(x, p, 1.0 / double(p.L), "mean");
   if (needs_grad({x})) {
@@ -154,7 +163,9 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   }
   return y;
 }
-Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+Tensor mean(const Tensor& x) {
+  return mean(x, {}, false);
+}
 
 // var: m = mean(x), y = sum_i (x_i - m)^2 / (L - c), c = 1 if unbiased else 0.
 //   dy/dx_i = 2 (x_i - m) / (L - c)   (the path through m vanishes because sum_i (x_i - m) = 0).

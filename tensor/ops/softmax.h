@@ -33,13 +33,14 @@ template <typename T>
 void softmax_rows_reference(const T* x, T* y, int64_t rows, int64_t L, bool log);
 template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t L, bool log);
-// The backward of those rows, given y = the forward output and dy; reference and fast, as above.
 // Causal rows: row r is query t = r % T of a (T x T) block; softmax over its first t + 1 entries, zeros
 // after. Reference and fast, as above.
 template <typename T>
 void causal_softmax_rows_reference(const T* x, T* y, int64_t rows, int64_t L);
 template <typename T>
 void causal_softmax_rows(const T* x, T* y, int64_t rows, int64_t L);
+// The backward of those rows (causal rows included), given y = the forward output and dy; reference and
+// fast, as above.
 template <typename T>
 void softmax_backward_rows_reference(const T* y, const T* dy, T* dx, int64_t rows, int64_t L, bool log);
 template <typename T>

@@ -116,8 +116,12 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
   end = wrap_dim(end, dim(), "flatten");
   NG_CHECK(start <= end, "flatten", "start dim ", start, " must not come after end dim ", end);
   Shape s(shape().begin(), shape().begin() + start);
+  // The sizes of an empty tensor need not multiply to an int64 (an expanded (0, 2^40, 2^40) has 0 values):
+  // flattening two of them must be an error, not a size that wrapped around (undefined behaviour).
   int64_t mid = 1;
-  for (int64_t d = start; d <= end; ++d) mid *= shape()[d];
+  for (int64_t d = start; d <= end; ++d)
+    NG_CHECK(!__builtin_mul_overflow(mid, shape()[d], &mid), "flatten", "dims ", start, " to ", end,
+             " of shape ", shape_str(shape()), " multiply past int64 (expected a flattened size below 2^63)");
   s.push_back(mid);
   s.insert(s.end(), shape().begin() + end + 1, shape().end());
   return reshape(s);
@@ -178,11 +182,13 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   if (needs_grad({*this})) {
     Shape in_shape = shape();
     DType dt = dtype();
-    // The gradient of a window: zeros everywhere, dout inside the window.
+    // The gradient of a window: zeros everywhere, dout inside the window. It is built on the host (copy_
+    // brings a device dout there) and goes back to dout's device: the device copy_ writes only contiguous
+    // destinations, and a host gradient for a device tensor is refused by the engine.
     attach(out, "SliceBackward", {*this}, [in_shape, dt, d, start, end, step](const Tensor& dout) {
       Tensor dx = zeros(in_shape, dt);
       dx.slice(d, start, end, step).copy_(dout);
-      return std::vector<Tensor>{dx};
+      return std::vector<Tensor>{dout.device().is_cpu() ? dx : dx.to(dout.device())};
     });
   }
   return out;
@@ -219,7 +225,9 @@ Tensor Tensor::expand(const Shape& want) const {
   Strides st(want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     if (i < lead) {
-      NG_CHECK(want[i] >= 0, "expand", "cannot expand to ", shape_str(want));
+      NG_CHECK(want[i] >= 0, "expand", "cannot expand shape ", shape_str(shape()), " to ", shape_str(want),
+               ": size ", want[i], " at new leading dim ", i,
+               " is negative (expected a size >= 0; -1 keeps a size, and a new dim has none to keep)");
       s[i] = want[i];
       st[i] = 0;
       continue;
@@ -233,6 +241,14 @@ Tensor Tensor::expand(const Shape& want) const {
     s[i] = w;
     st[i] = have == w ? strides()[i - lead] : 0;
   }
+  // Every tensor's sizes multiply to an int64 (numel, and the loops of every op, rely on it). A view of
+  // (1) as (2^62, 4) was taken here, and the first op on it overflowed: sum's plan wrapped to 0 elements.
+  // (A zero size makes 0 elements whatever the others are, as numel() counts them.)
+  const bool no_values = std::find(s.begin(), s.end(), int64_t(0)) != s.end();
+  int64_t n = 1;
+  for (size_t i = 0; i < s.size() && !no_values; ++i)
+    NG_CHECK(!__builtin_mul_overflow(n, s[i], &n), "expand", "cannot expand shape ", shape_str(shape()),
+             " to ", shape_str(want), ": the sizes multiply past int64 (expected fewer than 2^63 elements)");
   if (s == shape()) return *this;
   Tensor out = make_view(*this, s, st, offset());
   if (needs_grad({*this})) {
@@ -281,7 +297,9 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
     for (int64_t k = 0; k < t.dim(); ++k)
       NG_CHECK(k == d || t.size(k) == first.size(k), "cat", "tensor ", i, " has shape ", shape_str(t.shape()),
                ", which differs from ", shape_str(first.shape()), " outside dim ", d);
-    s[d] += t.size(d);
+    // (sizes of expanded views can be near 2^63: their sum must not wrap around)
+    NG_CHECK(!__builtin_add_overflow(s[d], t.size(d), &s[d]), "cat", "the sizes along dim ", d,
+             " add up past int64 at tensor ", i, " (shape ", shape_str(t.shape()), ")");
   }
   check_cpu(first, "cat");  // no device kernel: refuse rather than return a CPU tensor
   Tensor out = empty(s, first.dtype());
