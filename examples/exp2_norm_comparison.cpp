@@ -35,6 +35,11 @@
 // --data or one of the run's own files (check_checkpoint_flags, examples/common/lm_task.h). A config that
 // diverged is not saved.
 //
+// --seeds 42,2,7 trains the four configs once per seed (each seed its own weights and batches). The table
+// lists every seed's runs, the figure draws every seed's curve (the first solid, the others dashed), the
+// summary reads the first seed's run as a single run would and then ranks the configs across the seeds
+// (examples/common/seeds.h). One seed (--seed, or none) writes exactly what it did before --seeds existed.
+//
 // Output in --out: norm_comparison.{png,csv,md,cmd.txt}.
 #include <algorithm>
 #include <cmath>
@@ -46,6 +51,7 @@
 #include "examples/common/lm_task.h"
 #include "examples/common/paired.h"
 #include "examples/common/report.h"
+#include "examples/common/seeds.h"
 #include "normgrad.h"
 
 using namespace ng;
@@ -94,6 +100,7 @@ static int run(int argc, char** argv) {
   CLI::App app{"Experiment 2: NoNorm vs Post-LN vs Pre-LN (LayerNorm, RMSNorm) on a 2-layer Transformer."};
   CommonOptions opt;
   add_common_flags(app, opt);
+  add_seeds_flag(app, opt);
   std::string task_flag, device_flag = "cpu";
   app.add_option("--task", task_flag, "shakespeare (default when --data is readable) or copy");
   add_device_flag(app, device_flag);
@@ -123,15 +130,20 @@ static int run(int argc, char** argv) {
   base.n_layers = 2;
   base.n_heads = 4;
   base.ffn = "mlp";
-  base.seed = opt.seed;
+  base.seed = opt.seed;                // and each seed of --seeds in turn
   base.max_seq_len = TrainSpec().seq;  // the context it trains on: generate() crops the sample's to it
   base = task.configure(base);
 
-  std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping, seed %llu, device %s\n",
-              task.name.c_str(), (long long)task.vocab, (long long)steps, (unsigned long long)opt.seed,
+  const std::vector<uint64_t>& seeds = opt.seeds;
+  const bool many = seeds.size() > 1;
+  const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
+  std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping, %s, device %s\n",
+              task.name.c_str(), (long long)task.vocab, (long long)steps, seed_words.c_str(),
               device.str().c_str());
+  uint64_t seed = opt.seed;  // the seed being trained
   auto config_of = [&](const Config& c) {
     nn::TinyLMConfig mc = base;
+    mc.seed = seed;
     mc.norm_position = c.position;
     mc.norm = c.norm;
     mc.final_norm = c.position == "pre";
@@ -143,30 +155,39 @@ static int run(int argc, char** argv) {
     spec.label = c.name;
     spec.lr = c.lr * lr_scale;
     spec.steps = steps;
-    spec.data_seed = opt.seed + 1;
+    spec.data_seed = seed + 1;
     return spec;
   };
-  // --resume and --save apply to the last config: check them before the first config trains
+  // --resume and --save apply to the last config (--seeds excludes both): check them before the first config
+  // trains
   check_checkpoint_flags(config_of(kConfigs.back()), task, spec_of(kConfigs.back()), opt.resume, opt.save,
                          not_save_paths(opt, report));
-  std::vector<TrainResult> results;
+  // by_seed[s][i]: config i trained with seeds[s]. The first seed's run is `results`, the one the table's
+  // narrative and the sample come from.
+  std::vector<std::vector<TrainResult>> by_seed(seeds.size());
   std::unique_ptr<nn::TinyLM> last;
-  for (size_t i = 0; i < kConfigs.size(); ++i) {
-    const Config& c = kConfigs[i];
-    // initialised on the CPU: the same weights on any device
-    auto model = std::make_unique<nn::TinyLM>(config_of(c));
-    model->to(device);
-    const TrainSpec spec = spec_of(c);
-    bool is_last = i + 1 == kConfigs.size();
-    TrainResult r =
-        train_lm(*model, task, spec, opt.quiet, is_last ? opt.resume : "", is_last ? opt.save : "");
-    std::printf(
-        "  %-20s lr %-7g %5.1f s  final loss %.4f%s\n", c.name.c_str(), spec.lr, r.seconds,
-        mean_last(r.losses, kFinalWindow),
-        r.nan_step >= 0 ? ("  (" + r.nan_what + " at step " + std::to_string(r.nan_step) + ")").c_str() : "");
-    results.push_back(r);
-    if (is_last) last = std::move(model);
+  for (size_t s = 0; s < seeds.size(); ++s) {
+    seed = seeds[s];
+    if (many) std::printf("seed %llu\n", (unsigned long long)seed);
+    for (size_t i = 0; i < kConfigs.size(); ++i) {
+      const Config& c = kConfigs[i];
+      // initialised on the CPU: the same weights on any device
+      auto model = std::make_unique<nn::TinyLM>(config_of(c));
+      model->to(device);
+      const TrainSpec spec = spec_of(c);
+      bool is_last = i + 1 == kConfigs.size();
+      TrainResult r =
+          train_lm(*model, task, spec, opt.quiet, is_last ? opt.resume : "", is_last ? opt.save : "");
+      std::printf("  %-20s lr %-7g %5.1f s  final loss %.4f%s\n", c.name.c_str(), spec.lr, r.seconds,
+                  mean_last(r.losses, kFinalWindow),
+                  r.nan_step >= 0
+                      ? ("  (" + r.nan_what + " at step " + std::to_string(r.nan_step) + ")").c_str()
+                      : "");
+      by_seed[s].push_back(r);
+      if (is_last && s == 0) last = std::move(model);
+    }
   }
+  const std::vector<TrainResult>& results = by_seed.front();
 
   std::string sample;
   if (task.name == "shakespeare" && results.back().nan_step < 0) {
@@ -186,26 +207,41 @@ static int run(int argc, char** argv) {
   // first 10 (in a run shorter than 60 steps, two windows that do not overlap: head_tail_means; "-" for a
   // run of one step, which cannot tell).
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> converged;
-  std::vector<std::string> grew;  // finished configs whose loss ended 20% or more above where it started
-  for (size_t i = 0; i < kConfigs.size(); ++i) {
-    const TrainResult& r = results[i];
-    const auto [first, last] = head_tail_means(r.losses, 10, kFinalWindow);
-    if (r.nan_step < 0 && last >= 1.2 * first)
-      grew.push_back(kConfigs[i].name + " (" + num(first, 4) + " -> " + num(last, 4) + ")");
-    const double fin = mean_last(r.losses, kFinalWindow);
-    converged.push_back(r.nan_step >= 0 ? "no" : std::isnan(first) ? "-" : last < 0.8 * first ? "yes" : "no");
-    rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale, 2), kConfigs[i].lesson, converged.back(),
-                    r.nan_step >= 0 ? std::to_string(r.nan_step) : "-", num(fin, 4),
-                    std::isfinite(r.val_loss) ? num(r.val_loss, 4) : "-"});
-  }
+  std::vector<std::string> converged;  // the first seed's
+  std::vector<std::string> grew;       // finished configs whose loss ended 20% or more above where it started
+  for (size_t s = 0; s < seeds.size(); ++s)
+    for (size_t i = 0; i < kConfigs.size(); ++i) {
+      const TrainResult& r = by_seed[s][i];
+      const auto [first, last] = head_tail_means(r.losses, 10, kFinalWindow);
+      const std::string conv = r.nan_step >= 0      ? "no"
+                               : std::isnan(first)  ? "-"
+                               : last < 0.8 * first ? "yes"
+                                                    : "no";
+      if (s == 0) {
+        if (r.nan_step < 0 && last >= 1.2 * first)
+          grew.push_back(kConfigs[i].name + " (" + num(first, 4) + " -> " + num(last, 4) + ")");
+        converged.push_back(conv);
+      }
+      const double fin = mean_last(r.losses, kFinalWindow);
+      rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale, 2), kConfigs[i].lesson, conv,
+                      r.nan_step >= 0 ? std::to_string(r.nan_step) : "-", num(fin, 4),
+                      std::isfinite(r.val_loss) ? num(r.val_loss, 4) : "-"});
+      if (many) rows.back().insert(rows.back().begin() + 1, std::to_string(seeds[s]));
+    }
   std::vector<std::string> header = {
       "config", "lr", "lesson", "converged", "NaN step", "final loss (last 50)", "val loss"};
-  std::printf("\n%-20s %-6s %-18s %-9s %-8s %-20s %s\n", "config", "lr", "lesson", "converged", "NaN step",
-              "final loss (last 50)", "val loss");
-  for (auto& row : rows)
-    std::printf("%-20s %-6s %-18s %-9s %-8s %-20s %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str(),
-                row[3].c_str(), row[4].c_str(), row[5].c_str(), row[6].c_str());
+  if (many) header.insert(header.begin() + 1, "seed");
+  // the console table (with several seeds, a seed column after the config)
+  auto print_row = [&](const std::vector<std::string>& row) {
+    size_t c = 0;
+    std::printf("%-20s ", row[c++].c_str());
+    if (many) std::printf("%-6s ", row[c++].c_str());
+    std::printf("%-6s %-18s %-9s %-8s %-20s %s\n", row[c].c_str(), row[c + 1].c_str(), row[c + 2].c_str(),
+                row[c + 3].c_str(), row[c + 4].c_str(), row[c + 5].c_str());
+  };
+  std::printf("\n");
+  print_row(header);
+  for (const auto& row : rows) print_row(row);
 
   // ---- figure ----
   plot::LineChart curves;
@@ -213,23 +249,29 @@ static int run(int argc, char** argv) {
   curves.xlabel = "step";
   curves.ylabel = "loss (log)";
   curves.yscale = plot::Scale::Log;
-  for (size_t i = 0; i < kConfigs.size(); ++i) {
-    plot::Series s;
-    s.label = kConfigs[i].name;
-    s.color = plot::palette(int(i));
-    // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV), so
-    // a config that diverged at its first step still has its series.
-    for (size_t k = 0; k < results[i].losses.size(); ++k) {
-      double l = results[i].losses[k];
-      s.x.push_back(double(results[i].first_step + int64_t(k)));
-      s.y.push_back(std::isfinite(l) && l > 0 ? l : NAN);
+  for (size_t seed_index = 0; seed_index < seeds.size(); ++seed_index)
+    for (size_t i = 0; i < kConfigs.size(); ++i) {
+      const TrainResult& r = by_seed[seed_index][i];
+      // with several seeds: "Pre-LN + RMSNorm seed 2", the first seed's curve solid, the others thin and
+      // dashed
+      const std::string name =
+          many ? kConfigs[i].name + " seed " + std::to_string(seeds[seed_index]) : kConfigs[i].name;
+      plot::Series s;
+      s.label = name;
+      s.color = plot::palette(int(i));
+      if (seed_index > 0) s.width = 1.0f, s.dashed = true;
+      // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV), so
+      // a config that diverged at its first step still has its series.
+      for (size_t k = 0; k < r.losses.size(); ++k) {
+        double l = r.losses[k];
+        s.x.push_back(double(r.first_step + int64_t(k)));
+        s.y.push_back(std::isfinite(l) && l > 0 ? l : NAN);
+      }
+      curves.series.push_back(s);
+      if (r.nan_step >= 0)
+        curves.vlines.push_back(
+            {double(r.nan_step), name + " NaN at step " + std::to_string(r.nan_step), plot::palette(int(i))});
     }
-    curves.series.push_back(s);
-    if (results[i].nan_step >= 0)
-      curves.vlines.push_back({double(results[i].nan_step),
-                               kConfigs[i].name + " NaN at step " + std::to_string(results[i].nan_step),
-                               plot::palette(int(i))});
-  }
   // Reference levels: a uniform guess over the vocabulary scores ln(V); on the copy task, no model without
   // positions gets below copy_task_floor (see the summary below).
   curves.hlines.push_back(
@@ -245,10 +287,11 @@ static int run(int argc, char** argv) {
   table.title = "Measured vs lesson";
   table.header = header;
   table.rows = rows;
-  for (size_t i = 0; i < kConfigs.size(); ++i) table.row_colors.push_back(plot::palette(int(i)));
+  for (size_t k = 0; k < rows.size(); ++k)
+    table.row_colors.push_back(plot::palette(int(k % kConfigs.size())));
   plot::Figure fig;
   fig.title = "Experiment 2: norm comparison, 2 layers x 256, " + std::to_string(steps) + " steps, " +
-              task.name + ", seed " + std::to_string(opt.seed);
+              task.name + ", " + seed_words;
   fig.cols = 2;
   fig.panel_width = 700;
   fig.panels = {curves, table};
@@ -257,13 +300,22 @@ static int run(int argc, char** argv) {
   // ---- summary with computed conclusions ----
   std::string md = "# Experiment 2: norm comparison\n\n";
   md += "Task `" + task.name + "` (vocab " + std::to_string(task.vocab) + "), TinyLM 2 layers, hidden 256, " +
-        "4 heads, 4x ReLU FFN; Adam, batch 16, seq 64, " + std::to_string(steps) +
-        " steps, no clipping, seed " + std::to_string(opt.seed) + ".\n\n";
+        "4 heads, 4x ReLU FFN; Adam, batch 16, seq 64, " + std::to_string(steps) + " steps, no clipping, " +
+        seed_words +
+        (many ? " (every config once per seed; \"What seed " + std::to_string(seeds[0]) +
+                    "'s run shows\" reads the first seed alone, \"Across the seeds\" all of them)"
+              : "") +
+        ".\n\n";
   md += md_table(header, rows);
   md +=
       "\nConverged = no NaN/Inf and the final loss (mean of the last 50 steps) at least 20% below the mean "
       "of the first 10 (under 60 steps: of the first and last parts, which never overlap).\n\n" +
-      paired_rule_text("Two configs", "every config", kFinalWindow) + "\n\n## What the run shows\n\n";
+      paired_rule_text(many ? "Two configs of one seed" : "Two configs",
+                       many ? "all four of a seed" : "every config", kFinalWindow) +
+      "\n\n" +
+      (many ? seed_rule_text(seeds.size()) + "\n\n## What seed " + std::to_string(seeds[0]) +
+                  "'s run shows\n\n"
+            : std::string("## What the run shows\n\n"));
   // The configs that finished, lowest final loss first.
   std::vector<size_t> ranked;
   for (size_t i = 0; i < kConfigs.size(); ++i)
@@ -383,6 +435,44 @@ static int run(int argc, char** argv) {
           " steps, not the lesson's 1000: the absolute numbers are not comparable with its table.\n";
   if (!opt.resume.empty())
     md += "- " + kConfigs.back().name + " " + resumed_note(results.back(), opt.resume, steps) + "\n";
+  if (many) {
+    // ---- across the seeds ----
+    md += "\n## Across the seeds\n\n";
+    for (size_t i = 0; i < kConfigs.size(); ++i) {
+      std::vector<double> finals;
+      size_t diverged_in = 0;
+      for (const std::vector<TrainResult>& rs : by_seed) {
+        if (rs[i].nan_step >= 0)
+          ++diverged_in;
+        else
+          finals.push_back(mean_last(rs[i].losses, kFinalWindow));
+      }
+      md += "- " + kConfigs[i].name + ": final loss ";
+      for (size_t k = 0; k < finals.size(); ++k) md += (k ? ", " : "") + num(finals[k], 4);
+      if (finals.empty()) md += "none";
+      md += diverged_in == 0 ? std::string(" (every seed finished)")
+                             : " (diverged in " + std::to_string(diverged_in) + " of " +
+                                   std::to_string(seeds.size()) + " seeds)";
+      md += ".\n";
+    }
+    // each comparison: per seed as paired.h ranks it, then across the seeds
+    const std::pair<size_t, size_t> pairs[] = {{2, 1}, {3, 1}, {3, 2}};
+    for (const auto& [a, b] : pairs) {
+      std::vector<PairedDiff> per_seed;
+      std::string lines;
+      for (size_t s = 0; s < seeds.size(); ++s) {
+        const std::vector<TrainResult>& rs = by_seed[s];
+        const bool both = rs[a].nan_step < 0 && rs[b].nan_step < 0;
+        per_seed.push_back(both ? paired_diff(rs[a].losses, rs[b].losses, kFinalWindow) : PairedDiff{});
+        lines += "  - seed " + std::to_string(seeds[s]) + ": " +
+                 (both ? paired_text(per_seed.back(), kConfigs[a].name, kConfigs[b].name)
+                       : std::string("not compared, a config diverged")) +
+                 ".\n";
+      }
+      md += "- " + kConfigs[a].name + " against " + kConfigs[b].name + ", " +
+            seed_text(seed_spread(per_seed), kConfigs[a].name, kConfigs[b].name) + ".\n" + lines;
+    }
+  }
   if (!sample.empty()) md += "\n## Sample (Pre-LN + RMSNorm, temperature 0.8)\n\n```\n" + sample + "\n```\n";
   report.write_all(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());

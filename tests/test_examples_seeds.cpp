@@ -157,17 +157,20 @@ TEST(ExamplesSeeds, NoGapIsCalledAboutFivePercentOfTheTime) {
   EXPECT_LT(call_rate(3, 0.0, 1.0, 6000), 0.035);
 }
 
-#ifdef NG_EXP3_PRENORM_VS_POSTNORM_PATH
 namespace {
-const std::string kExp3 = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + " --quick --task copy --quiet";
-
-std::vector<double> curve_of(const std::vector<extest::CsvRow>& rows, const std::string& panel,
-                             const std::string& series) {
+// One series' losses from an experiment's CSV; `series` is the start of its name.
+[[maybe_unused]] std::vector<double> curve_of(const std::vector<extest::CsvRow>& rows,
+                                              const std::string& panel, const std::string& series) {
   std::vector<double> losses;
   for (const extest::CsvRow& r : extest::select(rows, "line", series, panel))
     losses.push_back(std::stod(r.y));
   return losses;
 }
+}  // namespace
+
+#ifdef NG_EXP3_PRENORM_VS_POSTNORM_PATH
+namespace {
+const std::string kExp3 = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + " --quick --task copy --quiet";
 }  // namespace
 
 TEST(ExamplesSeeds, SeedsFlagErrors) {
@@ -248,6 +251,60 @@ TEST(ExamplesSeeds, Exp3AcrossSeedsFromItsOwnCurves) {
         extest::select(rows, "bar", "seed 42", "Pre-LN minus Post-LN, paired over the last 100, per seed");
     ASSERT_EQ(gaps.size(), 2u);
     EXPECT_NEAR(std::stod(gaps[layers == 4 ? 0 : 1].y), per_seed[0].mean, 1e-6);
+  }
+  extest::fs::remove_all(dir);
+}
+#endif
+
+#ifdef NG_EXP2_NORM_COMPARISON_PATH
+// exp2 --seeds 42,2 on the copy task: every across-seed line is the rule applied to the CSV's curves, with
+// each seed's paired difference under it; the first seed's curves are those of a plain --seed 42 run (not
+// run under the sanitizers, where exp2 is 20 to 50 times slower: exp3's test covers the same loop there).
+TEST(ExamplesSeeds, Exp2AcrossSeedsFromItsOwnCurves) {
+  const size_t steps = extest::kSanitized ? 10 : 20;
+  const extest::fs::path dir = extest::temp_dir("seeds_exp2");
+  const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) +
+                          " --task copy --threads 2 --quiet --steps " + std::to_string(steps) + " --out ";
+  extest::RunResult r = extest::run(exe + (dir / "two").string() + " --seeds 42,2", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = extest::read_csv(dir / "two" / "norm_comparison.csv");
+  const std::string md = extest::slurp(dir / "two" / "norm_comparison.md");
+  const std::string panel = "Training loss (copy)";
+  const std::vector<std::string> names = {"NoNorm", "Post-LN + LayerNorm", "Pre-LN + LayerNorm",
+                                          "Pre-LN + RMSNorm"};
+  EXPECT_TRUE(extest::contains(md, "## What seed 42's run shows")) << md;
+  EXPECT_TRUE(extest::contains(md, "## Across the seeds")) << md;
+  EXPECT_TRUE(extest::contains(md, "| Pre-LN + RMSNorm | 2 | 0.0005 |")) << md;
+  const std::pair<size_t, size_t> pairs[] = {{2, 1}, {3, 1}, {3, 2}};
+  for (const auto& [a, b] : pairs) {
+    std::vector<PairedDiff> per_seed;
+    for (const std::string seed : {"42", "2"}) {
+      const std::vector<double> ca = curve_of(rows, panel, names[a] + " seed " + seed);
+      const std::vector<double> cb = curve_of(rows, panel, names[b] + " seed " + seed);
+      ASSERT_EQ(ca.size(), steps);
+      per_seed.push_back(paired_diff(ca, cb, 50));
+      EXPECT_TRUE(extest::contains(
+          md, "  - seed " + seed + ": " + paired_text(per_seed.back(), names[a], names[b]) + ".\n"))
+          << md;
+    }
+    EXPECT_TRUE(extest::contains(md, "- " + names[a] + " against " + names[b] + ", " +
+                                         seed_text(seed_spread(per_seed), names[a], names[b]) + ".\n"))
+        << md;
+  }
+  // every config's final losses, one per seed
+  for (const std::string& name : names) {
+    const double f42 = ng::examples::mean_last(curve_of(rows, panel, name + " seed 42"), 50);
+    const double f2 = ng::examples::mean_last(curve_of(rows, panel, name + " seed 2"), 50);
+    EXPECT_TRUE(extest::contains(
+        md, "- " + name + ": final loss " + num(f42, 4) + ", " + num(f2, 4) + " (every seed finished).\n"))
+        << md;
+  }
+  if (!extest::kSanitized) {
+    r = extest::run(exe + (dir / "one").string() + " --seed 42", dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto single = extest::read_csv(dir / "one" / "norm_comparison.csv");
+    for (const std::string& name : names)
+      EXPECT_EQ(curve_of(rows, panel, name + " seed 42"), curve_of(single, panel, name)) << name;
   }
   extest::fs::remove_all(dir);
 }
