@@ -8,7 +8,9 @@
 // transposed or not), random f32 in [-0.5, 0.5], C overwritten. Prints the best and the median of --reps
 // calls, on buffers that stay hot in the caches between calls (unlike in a training step). With --batch B,
 // each call is one gemm_batched of B such products on B separate A, B and C (as attention's heads are),
-// and the figures are for all of them.
+// and the figures are for all of them. The first, untimed call's C is checked at sampled places against dot
+// products in double (bench/validate.h; with --batch, the first and the last product's): a mismatch is
+// exit status 3, and no figure.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/validate.h"
 #include "normgrad.h"
 #include "tensor/kernels/gemm.h"
 
@@ -76,7 +79,18 @@ int main(int argc, char** argv) {
     else
       ng::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, C.data(), N, false);
     const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) ms.push_back(t);
+    if (r > 0) {
+      ms.push_back(t);
+      continue;
+    }
+    try {  // the untimed call: its C checked
+      for (const int64_t b : {int64_t(0), copies - 1})
+        ng_bench::validate_matmul(form, ta, tb, M, N, K, A.data() + b * M * K, lda, B.data() + b * K * N, ldb,
+                                  C.data() + b * M * N, N);
+    } catch (const ng_bench::ValidationError& e) {
+      std::fprintf(stderr, "gemm_shape: validation failed, no figure: %s\n", e.what());
+      return 3;
+    }
   }
   std::sort(ms.begin(), ms.end());
   const double best = ms.front(), median = ms[ms.size() / 2],
