@@ -128,6 +128,15 @@ inline std::vector<CsvRow> select(const std::vector<CsvRow>& rows, const std::st
   return out;
 }
 
+// One line series' values (a loss curve) from an experiment's CSV rows: the series whose name starts with
+// `series` in `panel`.
+inline std::vector<double> curve_of(const std::vector<CsvRow>& rows, const std::string& panel,
+                                    const std::string& series) {
+  std::vector<double> values;
+  for (const CsvRow& r : select(rows, "line", series, panel)) values.push_back(std::stod(r.y));
+  return values;
+}
+
 // A small text corpus (about 4 KB, 30-odd distinct characters) for runs that need --data: the trainers
 // need more than 1000 bytes and a validation tenth longer than seq + 1 = 65 characters.
 inline std::string small_corpus() {

@@ -161,18 +161,7 @@ TEST(ExamplesPaired, ARealGapIsCalled) {
 
 // ---- the trainers' summaries use the rule on their own curves ----
 
-namespace {
-
-// A run's loss curve, read back from its CSV (9 significant digits: the f32 losses exactly).
-std::vector<double> curve_of(const std::vector<extest::CsvRow>& rows, const std::string& panel,
-                             const std::string& series) {
-  std::vector<double> losses;
-  for (const extest::CsvRow& r : extest::select(rows, "line", series, panel))
-    losses.push_back(std::stod(r.y));
-  return losses;
-}
-
-}  // namespace
+using extest::curve_of;  // a run's loss curve, read back from its CSV (9 digits: the f32 losses exactly)
 
 #ifdef NG_EXP2_NORM_COMPARISON_PATH
 // 20 copy-task steps (window 50, so all 20: blocks of 2; under the sanitizers, 20 to 50 times slower, 10

@@ -157,16 +157,7 @@ TEST(ExamplesSeeds, NoGapIsCalledAboutFivePercentOfTheTime) {
   EXPECT_LT(call_rate(3, 0.0, 1.0, 6000), 0.035);
 }
 
-namespace {
-// One series' losses from an experiment's CSV; `series` is the start of its name.
-[[maybe_unused]] std::vector<double> curve_of(const std::vector<extest::CsvRow>& rows,
-                                              const std::string& panel, const std::string& series) {
-  std::vector<double> losses;
-  for (const extest::CsvRow& r : extest::select(rows, "line", series, panel))
-    losses.push_back(std::stod(r.y));
-  return losses;
-}
-}  // namespace
+using extest::curve_of;
 
 #ifdef NG_EXP3_PRENORM_VS_POSTNORM_PATH
 namespace {

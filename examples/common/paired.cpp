@@ -60,22 +60,24 @@ std::string paired_rule_text(const std::string& what, const std::string& who, si
          "can move all the curves by more.";
 }
 
+std::string standard_errors_text(double mean, double se) {
+  const double z = mean == 0 ? 0.0 : std::abs(mean) / se;
+  char text[32];
+  if (z < 1000)
+    std::snprintf(text, sizeof(text), z < 10 ? "%.1f" : "%.0f", z);
+  else
+    std::snprintf(text, sizeof(text), "over 1000");
+  return text;
+}
+
 std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name) {
   if (!d.computed())
     return a_name + " and " + b_name + " are not compared: " +
            (d.steps == 0
                 ? "fewer steps than the rule's " + std::to_string(PairedDiff::kBlocks) + " blocks"
                 : std::string("a loss in their last ") + std::to_string(d.steps) + " steps is not finite");
-  // how many standard errors apart: to one decimal below 10, whole below 1000, else "over 1000" (an SE
-  // of 0, or of rounding error only, makes it infinite or meaningless); 0 for two identical curves
-  const double z = d.mean == 0 ? 0.0 : std::abs(d.mean) / d.se;
-  char z_text[32];
-  if (z < 1000)
-    std::snprintf(z_text, sizeof(z_text), z < 10 ? "%.1f" : "%.0f", z);
-  else
-    std::snprintf(z_text, sizeof(z_text), "over 1000");
   const std::string paired = ", paired over the last " + std::to_string(d.steps) +
-                             " steps: " + std::string(z_text) + " standard errors";
+                             " steps: " + standard_errors_text(d.mean, d.se) + " standard errors";
   if (!d.resolved())
     return a_name + " and " + b_name + " end within this run's noise (" + a_name + " minus " + b_name +
            " = " + num(d.mean, 2) + " ± " + num(d.se, 2) + paired + ", under " + num(PairedDiff::kT975, 3) +

@@ -65,4 +65,9 @@ std::string paired_rule_text(const std::string& what, const std::string& who, si
 // or why the two are not compared.
 std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name);
 
+// How many standard errors |mean| is from 0, as the summaries print it: one decimal below 10, whole below
+// 1000, else "over 1000" (an SE of 0, or of rounding error only, makes it infinite or meaningless); "0.0" for
+// a mean of exactly 0 (two identical curves). Also used across seeds (seeds.h).
+std::string standard_errors_text(double mean, double se);
+
 }  // namespace ng::examples

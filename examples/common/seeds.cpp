@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "examples/common/report.h"
 #include "tensor/error.h"
@@ -82,18 +81,12 @@ std::string seed_text(const SeedSpread& s, const std::string& a_name, const std:
   const std::string of_seeds = s.n == s.d.size() ? std::to_string(s.n) + " seeds"
                                                  : std::to_string(s.n) + " seeds that gave one (of " +
                                                        std::to_string(s.d.size()) + ")";
-  const double z = s.mean == 0 ? 0.0 : std::abs(s.mean) / s.se;
-  char z_text[32];
-  if (z < 1000)
-    std::snprintf(z_text, sizeof(z_text), z < 10 ? "%.1f" : "%.0f", z);
-  else
-    std::snprintf(z_text, sizeof(z_text), "over 1000");
   const std::string t_text = num(s.t_crit, 3) + " of Student's t with " + std::to_string(s.n - 1) +
                              (s.n == 2 ? " degree" : " degrees") + " of freedom";
   const std::string spread =
       "the mean of the seeds' paired differences, seed-to-seed sd " + num(s.sd, 2) +
       (s.sd < s.noise ? ", under the runs' own noise " + num(s.noise, 2) + ", which is used instead" : "") +
-      ": " + z_text + " standard errors";
+      ": " + standard_errors_text(s.mean, s.se) + " standard errors";
   const std::string count_a = a_name + " lower in " + std::to_string(s.a_lower) + " of " + of_seeds;
   const std::string count_b = b_name + " lower in " + std::to_string(s.b_lower) + " of " + of_seeds;
   if (!s.resolved())
