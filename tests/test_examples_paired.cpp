@@ -170,7 +170,7 @@ using extest::curve_of;  // a run's loss curve, read back from its CSV (9 digits
 TEST(ExamplesPaired, Exp2SummaryRanksByThePairedDifferenceOfItsCurves) {
   const size_t steps = extest::kSanitized ? 10 : 20;
   const extest::fs::path dir = extest::temp_dir("paired_exp2");
-  const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --task copy --threads 2 --quiet";
+  const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --task copy --threads 1 --quiet";
   extest::RunResult r =
       extest::run(exe + " --steps " + std::to_string(steps) + " --out " + (dir / "run").string(), dir);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -242,7 +242,7 @@ TEST(ExamplesPaired, Exp3SummaryRanksByThePairedDifferenceOfItsCurves) {
   const extest::fs::path dir = extest::temp_dir("paired_exp3");
   const extest::RunResult r = extest::run(
       std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + " --quick --steps " + std::to_string(steps) +
-          " --task copy --threads 2 --quiet --out " + (dir / "out").string(),
+          " --task copy --threads 1 --quiet --out " + (dir / "out").string(),
       dir);
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string md = extest::slurp(dir / "out" / "prenorm_vs_postnorm.md");

@@ -196,10 +196,13 @@ TEST(ExamplesSeeds, SeedsFlagErrors) {
 
 // `--seeds 42,2`: seed 42's curves are those of a plain `--seed 42` run, and every across-seed line in the
 // summary is the rule applied to the CSV's curves. `--seeds 42` alone writes the `--seed 42` files.
+// The trainers run on one thread here, as in the paired tests: under `ctest -j2` on 2 cores, a trainer's two
+// OpenMP threads share the cores with another test and wait at every barrier (the exp2 test below took 76 s
+// beside the suite with --threads 2, 24 s with --threads 1, 12 s alone).
 TEST(ExamplesSeeds, Exp3AcrossSeedsFromItsOwnCurves) {
   const size_t steps = extest::kSanitized ? 10 : 20;
   const extest::fs::path dir = extest::temp_dir("seeds_exp3");
-  const std::string exe = kExp3 + " --threads 2 --steps " + std::to_string(steps) + " --out ";
+  const std::string exe = kExp3 + " --threads 1 --steps " + std::to_string(steps) + " --out ";
   const std::string single = "seed", one = "seeds1", two = "seeds2";
   for (const auto& [folder, flags] : {std::pair<std::string, std::string>{single, "--seed 42"},
                                       {one, "--seeds 42"},
@@ -255,7 +258,7 @@ TEST(ExamplesSeeds, Exp2AcrossSeedsFromItsOwnCurves) {
   const size_t steps = extest::kSanitized ? 10 : 20;
   const extest::fs::path dir = extest::temp_dir("seeds_exp2");
   const std::string exe = std::string(NG_EXP2_NORM_COMPARISON_PATH) +
-                          " --task copy --threads 2 --quiet --steps " + std::to_string(steps) + " --out ";
+                          " --task copy --threads 1 --quiet --steps " + std::to_string(steps) + " --out ";
   extest::RunResult r = extest::run(exe + (dir / "two").string() + " --seeds 42,2", dir);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto rows = extest::read_csv(dir / "two" / "norm_comparison.csv");
