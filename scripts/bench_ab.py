@@ -19,6 +19,7 @@ import collections
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 
@@ -32,6 +33,8 @@ def main():
     p.add_argument("--min-time", type=float, default=0.15, help="seconds of repetitions per entry and run")
     p.add_argument("--bench-args", default="", help="more arguments for every run, e.g. '--norm-mean 4'")
     args = p.parse_args()
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     # A bare name ("normgrad_bench") is a file here, not one to look up on PATH, as subprocess would.
     args.binaries = [os.path.abspath(b) for b in args.binaries]
     for b in args.binaries:
@@ -45,14 +48,27 @@ def main():
         for i, b in enumerate(args.binaries):
             cmd = [b, "--json", "--filter", args.filter, "--threads", str(args.threads),
                    "--min-time", str(args.min_time)] + shlex.split(args.bench_args)
-            res = subprocess.run(cmd, capture_output=True, text=True)
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+            except OSError as e:
+                sys.exit(f"bench_ab: cannot run {b}: {e.strerror}")
             if res.returncode != 0:
                 sys.exit(f"bench_ab: {' '.join(cmd)} failed with status {res.returncode}:\n{res.stderr}")
-            for line in res.stdout.splitlines():
-                row = json.loads(line)
+            for number, line in enumerate(res.stdout.splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    sys.exit(f"bench_ab: line {number} of {b}'s output is not JSON ({e.msg}): is it normgrad_bench?")
+                if not isinstance(row, dict):
+                    sys.exit(f"bench_ab: line {number} of {b}'s output is not a JSON object: is it normgrad_bench?")
                 name = row.get("name", "")
                 if row.get("threads") != args.threads or "seconds" not in row:
                     continue
+                if not isinstance(name, str) or isinstance(row["seconds"], bool) \
+                        or not isinstance(row["seconds"], (int, float)):
+                    sys.exit(f"bench_ab: line {number} of {b}'s output has no entry name or no number of seconds")
                 if name.startswith(("copy/", "peak_fma/", "bench/", "round_trip/")):  # the baselines
                     continue
                 times[name][i].append(row["seconds"] * 1e3)
@@ -67,8 +83,10 @@ def main():
     for name, per_bin in times.items():
         cells = []
         for i in range(len(args.binaries)):
-            v = sorted(per_bin.get(i, []))
-            cells.append(f"{labels[i]}: best {v[0]:.3f} median {v[len(v) // 2]:.3f} ms" if v else f"{labels[i]}: -")
+            v = per_bin.get(i, [])
+            # (the median of an even count is the mean of the middle two, not the upper one)
+            cells.append(f"{labels[i]}: best {min(v):.3f} median {statistics.median(v):.3f} ms" if v
+                         else f"{labels[i]}: -")
         print(f"{name:{width}s}  " + "   ".join(cells))
 
 

@@ -45,7 +45,7 @@ def pick(entries, prefix, shapes=None, threads=2, dtype=None, passes=None, forms
     out = []
     for e in entries:
         name = e.get("name", "")
-        if not name.startswith(prefix) or e.get("threads") != threads:
+        if not isinstance(name, str) or not name.startswith(prefix) or e.get("threads") != threads:
             continue
         if shapes is not None and e.get("shape") not in shapes:
             continue
