@@ -5,7 +5,9 @@
 namespace ng::nn {
 
 Dropout::Dropout(double p_, Generator& gen) : p(p_), gen_(&gen) {
-  NG_CHECK(p >= 0 && p < 1, "Dropout", "expected 0 <= p < 1, got ", p);
+  // p = 1 is allowed, as in ng::dropout and PyTorch: in training every element is zeroed (and so is its
+  // gradient); NaN fails both comparisons.
+  NG_CHECK(p >= 0 && p <= 1, "Dropout", "expected 0 <= p <= 1, got ", p);
 }
 
 Tensor Dropout::forward(const Tensor& x) {

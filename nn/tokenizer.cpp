@@ -59,6 +59,9 @@ std::vector<int64_t> CharTokenizer::encode(const std::string& text) const {
 }
 
 std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
+  // as in encode: "out of range [0, 0)" would not say why
+  NG_CHECK(!vocab_.empty(), "CharTokenizer::decode",
+           "the tokenizer has no vocabulary, expected one built by from_corpus() or from_vocab()");
   std::string out;
   out.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -69,7 +69,17 @@ TEST(Dropout, TrainDropsAndScalesEvalIsIdentity) {
   Generator g1(9), g2(9);
   nn::Dropout a(0.5, g1), b(0.5, g2);
   EXPECT_EQ(a(x).to_vector<double>(), b(x).to_vector<double>());
-  expect_error([] { nn::Dropout(1.0); }, {"Dropout: expected 0 <= p < 1, got 1"});
+  // p = 1 zeroes every element and its gradient, as ng::dropout does; past 1, below 0 or NaN is refused.
+  Tensor leaf = randn({3, 5}, g);
+  leaf.requires_grad_();
+  nn::Dropout all(1.0, g);
+  Tensor zeroed = all(leaf);
+  for (double v : zeroed.to_vector<double>()) EXPECT_EQ(v, 0.0);
+  sum(zeroed).backward();
+  for (double v : leaf.grad().to_vector<double>()) EXPECT_EQ(v, 0.0);
+  expect_error([] { nn::Dropout(1.5); }, {"Dropout: expected 0 <= p <= 1, got 1.5"});
+  expect_error([] { nn::Dropout(-0.1); }, {"Dropout: expected 0 <= p <= 1, got -0.1"});
+  expect_error([] { nn::Dropout(std::nan("")); }, {"Dropout: expected 0 <= p <= 1, got nan"});
 }
 
 TEST(Cast, ConvertsInPlaceKeepingIdentity) {

@@ -61,4 +61,7 @@ TEST(CharTokenizer, UnknownByteAndBadIdAreErrors) {
   expect_error(
       [] { nn::CharTokenizer().encode("a"); },
       {"CharTokenizer::encode: the tokenizer has no vocabulary, expected one built by from_corpus()"});
+  expect_error(
+      [] { nn::CharTokenizer().decode({0}); },
+      {"CharTokenizer::decode: the tokenizer has no vocabulary, expected one built by from_corpus()"});
 }
