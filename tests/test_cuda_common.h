@@ -11,6 +11,7 @@
 
 #ifdef NORMGRAD_HAVE_CUDA
 #include "cuda/backend.h"
+#include "worst_error.h"
 
 // Skip the current test, saying why, when no CUDA device can be used.
 #define NG_REQUIRE_GPU()                                                                              \
@@ -44,6 +45,7 @@ inline double max_abs_diff(const ng::Tensor& a, const ng::Tensor& b) {
   EXPECT_EQ(ng::shape_str(a.shape()), ng::shape_str(b.shape()));
   auto va = a.to_vector<double>(), vb = b.to_vector<double>();
   double worst = 0;
-  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) worst = std::max(worst, std::abs(va[i] - vb[i]));
+  for (size_t i = 0; i < va.size() && i < vb.size(); ++i)
+    worst = ng::test::worse(worst, std::abs(va[i] - vb[i]));
   return worst;
 }

@@ -13,6 +13,7 @@
 #include "tensor/ops/index.h"
 #include "tensor/ops/loss.h"
 #include "tensor/ops/softmax.h"
+#include "worst_error.h"
 
 using ng::DType;
 using ng::Tensor;
@@ -333,7 +334,7 @@ TEST(CudaOps, InPlaceScalarsAreNotRoundedToHalfFirst) {
     const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
     double worst = 0;
     for (size_t i = 0; i < w.size(); ++i)
-      worst = std::max(worst, std::abs(g[i] - w[i]) / std::max(std::abs(w[i]), min_normal));
+      worst = ng::test::worse(worst, std::abs(g[i] - w[i]) / std::max(std::abs(w[i]), min_normal));
     return worst;
   };
   for (const auto& [dt, tol, min_normal] : dtypes) {

@@ -20,6 +20,7 @@
 #include "normgrad.h"
 #include "optim/adam_kernel.h"
 #include "tensor/device_kernels.h"
+#include "worst_error.h"
 
 using ng::Device;
 using ng::DType;
@@ -368,7 +369,7 @@ StepLog train(const ng::nn::TinyLMConfig& cfg, double lr, Device device, int ste
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1e-12, std::abs(b[i])));
+    worst = ng::test::worse(worst, std::abs(a[i] - b[i]) / std::max(1e-12, std::abs(b[i])));
   return worst;
 }
 
@@ -394,7 +395,7 @@ TEST(DeviceDispatch, Exp2ConfigsTrainOnTheDeviceLikeOnTheCpu) {
       double worst = 0;
       for (size_t i = 0; i < cpu.final_params.size(); ++i)
         for (size_t j = 0; j < cpu.final_params[i].size(); ++j)
-          worst = std::max(worst, double(std::abs(dev.final_params[i][j] - cpu.final_params[i][j])));
+          worst = ng::test::worse(worst, double(std::abs(dev.final_params[i][j] - cpu.final_params[i][j])));
       EXPECT_EQ(worst, 0.0);
       std::printf("  %-17s %-11s loss rel diff %.2e, grad norm rel diff %.2e, param max diff %.2e\n", c.name,
                   shakespeare ? "shakespeare" : "copy", max_rel_diff(dev.losses, cpu.losses),

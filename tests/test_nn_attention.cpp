@@ -9,6 +9,7 @@
 
 #include "normgrad.h"
 #include "ops_test_util.h"
+#include "worst_error.h"
 
 using namespace ng;
 using ng::testing::expect_error;
@@ -102,7 +103,7 @@ std::vector<double> reference(nn::CausalSelfAttention& a, const Tensor& x) {
 
 double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) m = ng::test::worse(m, std::abs(a[i] - b[i]));
   return m;
 }
 

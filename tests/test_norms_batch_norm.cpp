@@ -1,6 +1,7 @@
 // BatchNorm: a golden three-step training sequence then eval, gradchecks in train and eval (running stats
 // untouched), the mean term, fast vs reference, half precision, determinism, errors, the modules.
 #include "norms_test_util.h"
+#include "worst_error.h"
 
 using namespace ng;
 using namespace normtest;
@@ -445,7 +446,7 @@ TEST(BatchNorm, HostileChannelsBackward) {
       double worst = 0, scale = 0;
       for (int64_t n = 0; n < N; ++n) {
         const size_t i = size_t(n * C + 1);
-        worst = std::max(worst, std::abs(dx[i] - dx64[i]));
+        worst = ng::test::worse(worst, std::abs(dx[i] - dx64[i]));
         scale = std::max(scale, std::abs(dx64[i]));
       }
       EXPECT_LE(worst, 1e-4 * scale) << "C " << C << ": worst " << worst << " of " << scale;

@@ -1,6 +1,7 @@
 // GroupNorm and InstanceNorm: golden values, gradchecks, fast vs reference, half precision, determinism,
 // errors, the modules (incl. InstanceNorm's running statistics).
 #include "norms_test_util.h"
+#include "worst_error.h"
 
 using namespace ng;
 using namespace normtest;
@@ -255,7 +256,7 @@ TEST(GroupNorm, UnrepresentativeGroupStartsTakeTheCentredPath) {
     for (int64_t g = 0; g < G; ++g) {
       double worst = 0;
       for (int64_t i = 0; i < m; ++i)
-        worst = std::max(worst, std::abs(y[size_t(g * m + i)] - e[size_t(g * m + i)]));
+        worst = ng::test::worse(worst, std::abs(y[size_t(g * m + i)] - e[size_t(g * m + i)]));
       EXPECT_LT(worst, g == 3 ? 1e-3 : 1e-4) << "group " << g;
     }
   });

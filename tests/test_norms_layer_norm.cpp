@@ -3,6 +3,7 @@
 // LayerNorm: golden values, gradchecks (random shapes, non-contiguous, behind a matmul), fast kernel vs the
 // reference loop on random and hostile rows, half precision, determinism, errors, the module.
 #include "norms_test_util.h"
+#include "worst_error.h"
 
 using namespace ng;
 using namespace normtest;
@@ -143,7 +144,7 @@ TEST(LayerNorm, LargeMeanSmallStdIsRightInF32) {
     auto s = norms::layer_norm_forward(x, n, Tensor(), Tensor(), 1e-8, impl);
     std::vector<double> y = s.y.to_vector<double>();
     double worst = 0;
-    for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::abs(y[i] - expect[i]));
+    for (size_t i = 0; i < y.size(); ++i) worst = ng::test::worse(worst, std::abs(y[i] - expect[i]));
     EXPECT_LT(worst, 1e-3) << (impl == norms::Impl::fast ? "fast" : "reference");
   }
   // Through the public op too: output has mean 0 and variance 1 per row.
@@ -182,7 +183,7 @@ TEST(LayerNorm, UnrepresentativeRowStartsTakeTheCentredPath) {
     for (int64_t row = 0; row < 4; ++row) {
       double worst = 0;
       for (int64_t i = 0; i < n; ++i)
-        worst = std::max(worst, std::abs(y[size_t(row * n + i)] - expect[size_t(row * n + i)]));
+        worst = ng::test::worse(worst, std::abs(y[size_t(row * n + i)] - expect[size_t(row * n + i)]));
       // f32 rounding of a normalized value is ~1e-7 relative; the mean-1e4 row is limited by its f32 input
       // spacing (1e-3 of a 1e-2 std), as in LargeMeanSmallStdIsRightInF32.
       EXPECT_LT(worst, row == 3 ? 1e-3 : 1e-4) << "row " << row;
@@ -235,7 +236,7 @@ TEST(LayerNorm, Bf16RowsTheUnshiftedSumsCannotTrustAreShifted) {
         double worst = 0;  // relative to max(1, |expected|): bf16 keeps 8 bits
         for (int64_t i = 0; i < n; ++i) {
           const double e = expect[size_t(row * n + i)];
-          worst = std::max(worst, std::abs(y[size_t(row * n + i)] - e) / std::max(1.0, std::abs(e)));
+          worst = ng::test::worse(worst, std::abs(y[size_t(row * n + i)] - e) / std::max(1.0, std::abs(e)));
         }
         EXPECT_LT(worst, 1e-2) << "n=" << n << " row " << row;
       }
@@ -286,7 +287,7 @@ TEST(LayerNorm, LargeMeanSmallStdBackwardIsRightInF32) {
       std::vector<double> g = got.to_vector<double>();
       double worst = 0, scale = 0;
       for (size_t i = 0; i < want.size(); ++i) {
-        worst = std::max(worst, std::abs(g[i] - want[i]));
+        worst = ng::test::worse(worst, std::abs(g[i] - want[i]));
         scale = std::max(scale, std::abs(want[i]));
       }
       return worst / scale;
@@ -345,7 +346,7 @@ TEST(LayerNorm, BackwardCentresOnTheRowsOwnMeanWhenTheSavedOneIsSlightlyOff) {
                                                       dx.data(), dw.data(), db.data(), rows, n);
         double worst = 0, scale = 0;
         for (int64_t i = 0; i < n; ++i) {
-          worst = std::max(worst, std::abs(double(dw[size_t(i)]) - dw_ref[size_t(i)]));
+          worst = ng::test::worse(worst, std::abs(double(dw[size_t(i)]) - dw_ref[size_t(i)]));
           scale = std::max(scale, std::abs(dw_ref[size_t(i)]));
         }
         EXPECT_LT(worst / scale, 1e-6) << "n=" << n << " off=" << off;
@@ -478,7 +479,7 @@ TEST(LayerNorm, WideRowsFourAtATimeGiveTheOneRowBits) {
           EXPECT_TRUE(db4 == db1) << what;
           double worst = 0, scale = 0;
           for (size_t i = 0; i < dw4.size(); ++i) {
-            worst = std::max(worst, std::abs(double(dw4[i]) - double(dw1[i])));
+            worst = ng::test::worse(worst, std::abs(double(dw4[i]) - double(dw1[i])));
             scale = std::max(scale, std::abs(double(dw1[i])));
           }
           EXPECT_LE(worst, 8 * double(std::numeric_limits<A>::epsilon()) * scale) << what;

@@ -1,7 +1,10 @@
 // Quick cross-checks of the core ops against references (the full per-op suites live in test_ops_*.cpp).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "normgrad.h"
+#include "worst_error.h"
 
 using namespace ng;
 
@@ -9,8 +12,24 @@ static double max_abs_diff(const Tensor& a, const Tensor& b) {
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   EXPECT_EQ(x.size(), y.size());
   double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  for (size_t i = 0; i < x.size(); ++i) m = ng::test::worse(m, std::abs(x[i] - y[i]));
   return m;
+}
+
+// The worst error the comparisons across the suite keep: a NaN anywhere makes it NaN, and it stays NaN, so
+// EXPECT_LT(worst, tol) fails (with std::max it was dropped: a kernel writing NaN passed).
+TEST(SmokeCore, WorstErrorKeepsANaN) {
+  using ng::test::worse;
+  EXPECT_EQ(worse(0.5, 0.25), 0.5);
+  EXPECT_EQ(worse(0.25, 0.5), 0.5);
+  EXPECT_TRUE(std::isnan(worse(0.5, NAN)));
+  EXPECT_TRUE(std::isnan(worse(NAN, 0.5)));  // stays NaN after a later finite error
+  EXPECT_TRUE(std::isnan(worse(NAN, INFINITY)));
+  EXPECT_EQ(worse(0.5, INFINITY), INFINITY);
+  Tensor a = from_vector(std::vector<double>{1, 2, 3}, Shape{3});
+  Tensor b = from_vector(std::vector<double>{1, NAN, 3}, Shape{3});
+  EXPECT_FALSE(max_abs_diff(a, b) < 1e-4);
+  EXPECT_FALSE(max_abs_diff(b, a) < 1e-4);
 }
 
 TEST(SmokeCore, MatmulMatchesNaiveInAllTransposeForms) {
