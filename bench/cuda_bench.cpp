@@ -9,10 +9,10 @@
 // against the CPU reference once per shape before timing (a smoke check that the device computes at all);
 // every norm's forward and backward are checked against the CPU by the CudaNorms tests in ctest.
 // Target (issue 7): each norm at >= 80% of the copy's GB/s.
-#include <cmath>
 #include <cuda_runtime_api.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
