@@ -102,7 +102,7 @@ static int run(int argc, char** argv) {
   add_common_flags(app, opt);
   add_seeds_flag(app, opt);
   std::string task_flag, device_flag = "cpu";
-  app.add_option("--task", task_flag, "shakespeare (default when --data is readable) or copy");
+  add_task_flag(app, task_flag);
   add_device_flag(app, device_flag);
   double lr_scale = 1.0;
   const std::string lr_scale_help =
@@ -259,7 +259,7 @@ static int run(int argc, char** argv) {
       plot::Series s;
       s.label = name;
       s.color = plot::palette(int(i));
-      if (seed_index > 0) s.width = 1.0f, s.dashed = true;
+      if (seed_index > 0) s.width = 1.0f, s.dashed = true, s.in_legend = false;  // other_seeds_key says so
       // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV), so
       // a config that diverged at its first step still has its series.
       for (size_t k = 0; k < r.losses.size(); ++k) {
@@ -272,6 +272,7 @@ static int run(int argc, char** argv) {
         curves.vlines.push_back(
             {double(r.nan_step), name + " NaN at step " + std::to_string(r.nan_step), plot::palette(int(i))});
     }
+  if (many) curves.legend_keys.push_back({other_seeds_key(seeds), plot::colors::gray, true});
   // Reference levels: a uniform guess over the vocabulary scores ln(V); on the copy task, no model without
   // positions gets below copy_task_floor (see the summary below).
   curves.hlines.push_back(
@@ -329,7 +330,7 @@ static int run(int argc, char** argv) {
           num(mean_last(results[ranked[0]].losses, kFinalWindow), 4) + ")";
     // against the next lowest: is the first place beyond this run's noise?
     if (ranked.size() > 1) {
-      const PairedDiff d = paired_diff(results[ranked[0]].losses, results[ranked[1]].losses, kFinalWindow);
+      const PairedDiff d = paired_diff(results[ranked[0]], results[ranked[1]], kFinalWindow);
       md += std::string(d.resolved() ? ", ahead of the next beyond this run's noise: "
                                      : ", but not clearly ahead of the next: ") +
             paired_text(d, kConfigs[ranked[0]].name, kConfigs[ranked[1]].name);
@@ -382,8 +383,8 @@ static int run(int argc, char** argv) {
     md += ".\n";
   } else {
     // Each Pre-LN config against Post-LN, paired step by step (examples/common/paired.h).
-    const PairedDiff ln_vs_post = paired_diff(results[2].losses, results[1].losses, kFinalWindow);
-    const PairedDiff rms_vs_post = paired_diff(results[3].losses, results[1].losses, kFinalWindow);
+    const PairedDiff ln_vs_post = paired_diff(results[2], results[1], kFinalWindow);
+    const PairedDiff rms_vs_post = paired_diff(results[3], results[1], kFinalWindow);
     auto lower = [](const PairedDiff& d) { return d.resolved() && d.mean < 0; };
     auto higher = [](const PairedDiff& d) { return d.resolved() && d.mean > 0; };
     md += std::string(!ln_vs_post.computed() || !rms_vs_post.computed() ? "Pre-LN against Post-LN"
@@ -397,7 +398,7 @@ static int run(int argc, char** argv) {
   }
   if (finished(2) && finished(3)) {
     // The lesson's ~2.7 against ~2.8 puts RMSNorm 0.1 lower.
-    const PairedDiff rms_vs_ln = paired_diff(results[3].losses, results[2].losses, kFinalWindow);
+    const PairedDiff rms_vs_ln = paired_diff(results[3], results[2], kFinalWindow);
     md += "- RMSNorm vs LayerNorm (both Pre-LN; the lesson has RMSNorm 0.1 lower): " +
           paired_text(rms_vs_ln, kConfigs[3].name, kConfigs[2].name) + ".\n";
   } else
@@ -463,7 +464,7 @@ static int run(int argc, char** argv) {
       for (size_t s = 0; s < seeds.size(); ++s) {
         const std::vector<TrainResult>& rs = by_seed[s];
         const bool both = rs[a].nan_step < 0 && rs[b].nan_step < 0;
-        per_seed.push_back(both ? paired_diff(rs[a].losses, rs[b].losses, kFinalWindow) : PairedDiff{});
+        per_seed.push_back(both ? paired_diff(rs[a], rs[b], kFinalWindow) : PairedDiff{});
         lines += "  - seed " + std::to_string(seeds[s]) + ": " +
                  (both ? paired_text(per_seed.back(), kConfigs[a].name, kConfigs[b].name)
                        : std::string("not compared, a config diverged")) +

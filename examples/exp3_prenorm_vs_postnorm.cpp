@@ -31,6 +31,7 @@
 // Output in --out: prenorm_vs_postnorm.{png,csv,md,cmd.txt}.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "examples/common/cli.h"
@@ -57,6 +58,17 @@ struct Run {
 
 constexpr size_t kWindow = 100;
 
+// A learning rate as the table, the legend and the summary print it: the fewest digits that read back as
+// the same number. num(lr, 2) printed --pre-lr 0.00125 as 0.0013, so the table showed a rate no run used and
+// the summary's "`--post-lr 0.0013` runs Post-LN at Pre-LN's rate" named another rate.
+std::string lr_text(double lr) {
+  for (int digits = 1; digits < 17; ++digits) {
+    const std::string text = num(lr, digits);
+    if (std::strtod(text.c_str(), nullptr) == lr) return text;
+  }
+  return num(lr, 17);
+}
+
 // Pre-LN against Post-LN at one depth, in one seed's runs: the paired difference (not computed when a run
 // diverged or took one step) and what the summary says after "4 layers: ".
 struct DepthCall {
@@ -78,7 +90,7 @@ DepthCall compare_positions(const Run& pre, const Run& post) {
         "one step is too few to rank Pre-LN against Post-LN (the loss of step 1 is the untrained model's).";
     return c;
   }
-  c.d = paired_diff(pre.result.losses, post.result.losses, kWindow);
+  c.d = paired_diff(pre.result, post.result, kWindow);
   c.text = "Pre-LN final " + num(pre.final_loss, 4) + " (fell " + num(pre.fell, 3) + ", std " +
            num(pre.stability, 3) + "), Post-LN final " + num(post.final_loss, 4) + " (fell " +
            num(post.fell, 3) + ", std " + num(post.stability, 3) + "). " +
@@ -105,7 +117,7 @@ DepthChange compare_depths(const Run& four, const Run& eight) {
   else if (std::isnan(four.fell) || std::isnan(eight.fell))
     c.why_not = "not compared, one step is too few.";
   else
-    c.d = paired_diff(eight.result.losses, four.result.losses, kWindow);
+    c.d = paired_diff(eight.result, four.result, kWindow);
   return c;
 }
 
@@ -117,7 +129,7 @@ static int run(int argc, char** argv) {
   add_common_flags(app, opt);
   add_seeds_flag(app, opt);
   std::string task_flag;
-  app.add_option("--task", task_flag, "shakespeare (default when --data is readable) or copy");
+  add_task_flag(app, task_flag);
   double pre_lr = 1e-3, post_lr = 1e-4;
   app.add_option("--pre-lr", pre_lr, "Pre-LN learning rate (the lesson's 1e-3)")
       ->check(FiniteRange(1e-8, 10.0))
@@ -221,9 +233,9 @@ static int run(int argc, char** argv) {
         // with several seeds: "Pre-LN 4L seed 2", the first seed's curve solid, the others thin and dashed
         const std::string name = many ? r.name + " seed " + std::to_string(r.seed) : r.name;
         plot::Series s;
-        s.label = name + " (lr " + num(r.lr, 2) + ")";
+        s.label = name + " (lr " + lr_text(r.lr) + ")";
         s.color = plot::palette(r.position == "pre" ? 0 : 1);
-        if (seed_index > 0) s.width = 1.0f, s.dashed = true;
+        if (seed_index > 0) s.width = 1.0f, s.dashed = true, s.in_legend = false;  // other_seeds_key says so
         // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
         for (size_t k = 0; k < r.result.losses.size(); ++k) {
           const double l = r.result.losses[k];
@@ -235,6 +247,7 @@ static int run(int argc, char** argv) {
           c.vlines.push_back(
               {double(r.result.nan_step), name + " NaN at step " + std::to_string(r.result.nan_step)});
       }
+    if (many) c.legend_keys.push_back({other_seeds_key(seeds), plot::colors::gray, true});
     // A uniform guess over the vocabulary scores ln(V). It also keeps the y range defined when both runs
     // diverged at their first step and have no finite loss to plot.
     c.hlines.push_back(
@@ -284,7 +297,7 @@ static int run(int argc, char** argv) {
   for (const std::vector<Run>& rs : by_seed)
     for (const Run& r : rs) {
       std::vector<std::string> row = {r.name,
-                                      num(r.lr, 2),
+                                      lr_text(r.lr),
                                       r.result.nan_step >= 0 ? std::to_string(r.result.nan_step) : "-",
                                       num(r.final_loss, 4),
                                       num(r.stability, 4),
@@ -353,14 +366,14 @@ static int run(int argc, char** argv) {
     }
   }
   if (pre_lr == post_lr)
-    md += "- Both positions run at the same learning rate (" + num(pre_lr, 2) +
+    md += "- Both positions run at the same learning rate (" + lr_text(pre_lr) +
           "), so the difference is the norm's position alone.\n";
   else
     md +=
-        "- The two positions run at different learning rates (Pre-LN " + num(pre_lr, 2) + ", Post-LN " +
-        num(post_lr, 2) + ", " + num(pre_lr / post_lr, 3) + "x)" +
+        "- The two positions run at different learning rates (Pre-LN " + lr_text(pre_lr) + ", Post-LN " +
+        lr_text(post_lr) + ", " + num(pre_lr / post_lr, 3) + "x)" +
         (pre_lr == 1e-3 && post_lr == 1e-4 ? ", the lesson's recipe" : "") +
-        ", so this compares recipes. `--post-lr " + num(pre_lr, 2) +
+        ", so this compares recipes. `--post-lr " + lr_text(pre_lr) +
         "` runs Post-LN at Pre-LN's rate and tests the lesson's \"Post-LN needs a smaller learning rate\".\n";
   if (!opt.resume.empty())
     md += "- " + runs.back().name + " " + resumed_note(runs.back().result, opt.resume, steps) + "\n";

@@ -33,6 +33,14 @@ struct Series {
   int marker_every = 0;  // 0: about 15 markers along the series
   float width = 2.0f;    // line width in pixels; 0 draws markers only
   bool dashed = false;
+  bool in_legend = true;  // false: drawn (and in a report's CSV) but not listed, e.g. a config's other seeds
+};
+
+// A legend entry with no series of its own: a line sample and a label (e.g. "seeds 2 and 7: dashed").
+struct LegendKey {
+  std::string label{};
+  Color color = colors::gray;
+  bool dashed = false;
 };
 
 // A labelled vertical (at = x value) or horizontal (at = y value) reference line, drawn dashed.
@@ -49,6 +57,7 @@ struct LineChart {
   std::vector<RefLine> vlines{}, hlines{};
   std::optional<double> ymin{}, ymax{};  // override the automatic y range (log: must be > 0)
   bool legend = true;
+  std::vector<LegendKey> legend_keys{};  // listed after the series' entries
 };
 
 struct BarChart {

@@ -25,8 +25,10 @@ Image render(const Figure& fig) {
   float band = fig.title.empty() ? 0.0f : text_height(2.4f) + 16;
   Canvas c(int(width), int(height) + int(band));
   if (!fig.title.empty()) {
-    float w = text_width(fig.title, 2.4f);
-    c.text(0.5f * (float(c.width()) - w), 10, fig.title, 2.4f, colors::black);
+    // Centred; a title wider than the canvas is drawn smaller, then cut short (it was cut at both edges:
+    // "periment 3: ... seeds 42, 2 and" over two panels).
+    const detail::FittedText t = detail::fit_text(fig.title, 2.4f, float(c.width()) - 2 * detail::kPad);
+    c.text(0.5f * (float(c.width()) - t.width), 10, t.text, t.scale, colors::black);
   }
   for (size_t i = 0; i < fig.panels.size(); ++i) {
     Rect r{float(int64_t(i) % cols * fig.panel_width), band + float(int64_t(i) / cols * fig.panel_height),

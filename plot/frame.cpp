@@ -65,18 +65,10 @@ void draw_frame(Canvas& c, const Rect& panel, const Frame& f, const std::string&
     // Centred over the plot area, but kept inside the panel: the plot area sits right of the y tick labels,
     // so a long title over wide labels ran past the panel's right edge (and off the canvas). A title wider
     // than the panel is drawn smaller, down to the font's own size, and then cut short with "...".
-    std::string shown = title;
-    float scale = kTitleScale, w = text_width(shown, scale);
-    const float room = panel.w - 2 * kPad;
-    while (w > room && scale > 1.05f) scale -= 0.1f, w = text_width(shown, scale);
-    if (w > room) {
-      while (!shown.empty() && text_width(shown + "...", scale) > room) shown.pop_back();
-      shown += "...";
-      w = text_width(shown, scale);
-    }
-    const float x = std::clamp(a.x + 0.5f * (a.w - w), panel.x + kPad,
-                               std::max(panel.x + kPad, panel.right() - kPad - w));
-    c.text(x, panel.y + kPad, shown, scale, colors::black);
+    const FittedText t = fit_text(title, kTitleScale, panel.w - 2 * kPad);
+    const float x = std::clamp(a.x + 0.5f * (a.w - t.width), panel.x + kPad,
+                               std::max(panel.x + kPad, panel.right() - kPad - t.width));
+    c.text(x, panel.y + kPad, t.text, t.scale, colors::black);
   }
   if (!xlabel.empty()) {
     float w = text_width(xlabel, kLabelScale);
@@ -87,6 +79,17 @@ void draw_frame(Canvas& c, const Rect& panel, const Frame& f, const std::string&
     float w = text_width(ylabel, kLabelScale);
     c.text(panel.x + kPad, a.y + 0.5f * (a.h - w), ylabel, kLabelScale, colors::text, /*rotated=*/true);
   }
+}
+
+FittedText fit_text(const std::string& text, float scale, float room) {
+  FittedText t{text, scale, text_width(text, scale)};
+  while (t.width > room && t.scale > 1.05f) t.scale -= 0.1f, t.width = text_width(t.text, t.scale);
+  if (t.width > room) {
+    while (!t.text.empty() && text_width(t.text + "...", t.scale) > room) t.text.pop_back();
+    t.text += "...";
+    t.width = text_width(t.text, t.scale);
+  }
+  return t;
 }
 
 void draw_marker(Canvas& c, Marker m, float x, float y, float r, Color color) {

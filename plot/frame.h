@@ -18,6 +18,15 @@ inline constexpr float kLegendScale = 1.4f;
 inline constexpr float kNoteScale = 1.3f;
 inline constexpr float kPad = 8.0f;
 
+// A title in `room` pixels: drawn at `scale` when it fits, else smaller, down to the font's own size, and
+// then cut short with "...". Panel titles and the figure's title use it.
+struct FittedText {
+  std::string text;
+  float scale = 1.0f;
+  float width = 0;  // text_width(text, scale)
+};
+FittedText fit_text(const std::string& text, float scale, float room);
+
 // Reference lines place the axes too, so a bad one is named before any axis is made: every line at a finite
 // value (an hline at inf used to surface as "no finite y value to plot"), and an hline above 0 on a log y
 // axis.

@@ -136,8 +136,10 @@ void draw(Canvas& c, const Rect& panel, const LineChart& chart) {
       else if (lone)
         c.disc(x, y, std::max(2.0f, s.width), color);
     }
-    if (!s.label.empty()) legend.push_back({s.label, color, s.marker, true, s.dashed});
+    if (!s.label.empty() && s.in_legend) legend.push_back({s.label, color, s.marker, true, s.dashed});
   }
+  for (const LegendKey& k : chart.legend_keys)
+    legend.push_back({k.label, k.color, Marker::None, true, k.dashed});
 
   // Labels over the data, where they hide the fewest points; the legend keeps clear of every label.
   for (const RefLine& h : chart.hlines) {

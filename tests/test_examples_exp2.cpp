@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -49,6 +50,16 @@ TEST(Exp2Program, BadFlagsExitWith2) {
   std::string err;
   EXPECT_EQ(run(exe + " --task bogus", err, dir), 2);
   EXPECT_NE(err.find("--task: expected shakespeare or copy, got 'bogus'"), std::string::npos) << err;
+  // An empty --task ran the default task, as if the flag were absent (exp3 registers it the same way).
+  std::vector<std::string> programs = {exe};
+#ifdef NG_EXP3_PRENORM_VS_POSTNORM_PATH
+  programs.push_back(std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + " --out " + (dir / "o3").string());
+#endif
+  for (const std::string& program : programs) {
+    EXPECT_EQ(run(program + " --task '' --steps 1 --threads 1 --quiet", err, dir), 2) << program;
+    EXPECT_NE(err.find("--task: expected shakespeare or copy, got ''"), std::string::npos) << err;
+    EXPECT_NE(err.find("Usage"), std::string::npos) << err;
+  }
   EXPECT_EQ(run(exe + " --steps banana", err, dir), 2);
   EXPECT_NE(err.find("--steps"), std::string::npos) << err;
   // A seed CLI11 alone would wrap (-1 became 2^64 - 1, 2^64 was clamped to it) and empty paths (--save ""

@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/paired.h"
 #include "examples_test_util.h"
+#include "io/safetensors.h"
 
 using namespace extest;
 
@@ -357,6 +359,42 @@ TEST(TrainerResume, Exp3AcrossProcessesIsBitwise) {
   EXPECT_TRUE(contains(slurp(dir / "second" / "prenorm_vs_postnorm.md"),
                        "- Post-LN 8L was resumed from `" + ckpt.string() + "` at step " + half_steps +
                            "; the checkpoint kept its losses of steps 1 to " + half_steps));
+  fs::remove_all(dir);
+}
+
+// A checkpoint that kept no losses (one not written by train_lm, here: exp3's with train.losses removed)
+// resumes a run whose curve starts after the checkpoint's step. Its comparisons with the runs trained from
+// step 1 are made over the steps both hold; the trainer used to stop at the summary with "paired_diff: the
+// two loss curves must have one loss per step each", after all the training, and write no files.
+TEST(TrainerResume, Exp3WithoutSavedLossesComparesTheStepsBothRunsHold) {
+  const fs::path dir = temp_dir("nolosses3");
+  const std::string exe = std::string(NG_EXP3_PRENORM_VS_POSTNORM_PATH) + kExp3 + " --threads 1";
+  const fs::path ckpt = dir / "ckpt.safetensors", bare = dir / "bare.safetensors";
+  RunResult r = run(exe + " --steps 4 --save " + ckpt.string() + " --out " + (dir / "first").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  ng::io::SafetensorsData data = ng::io::load_safetensors(ckpt.string());
+  ASSERT_EQ(data.metadata.erase("train.losses"), 1u);
+  ng::io::save_safetensors(bare.string(), data.tensors, data.metadata);
+
+  r = run(exe + " --steps 24 --resume " + bare.string() + " --out " + (dir / "second").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string md = slurp(dir / "second" / "prenorm_vs_postnorm.md");
+  EXPECT_TRUE(contains(md, "its curve and statistics cover steps 5 to 24 only")) << md;
+  const auto rows = read_csv(dir / "second" / "prenorm_vs_postnorm.csv");
+  const std::vector<double> post8 = curve_of(rows, "8 layers: training loss", "Post-LN 8L");
+  const std::vector<double> pre8 = curve_of(rows, "8 layers: training loss", "Pre-LN 8L");
+  const std::vector<double> post4 = curve_of(rows, "4 layers: training loss", "Post-LN 4L");
+  ASSERT_EQ(post8.size(), 20u);
+  ASSERT_EQ(pre8.size(), 24u);
+  ASSERT_EQ(post4.size(), 24u);
+  // The full runs' steps 5..24 beside the resumed run's.
+  const std::vector<double> pre8_tail(pre8.begin() + 4, pre8.end()),
+      post4_tail(post4.begin() + 4, post4.end());
+  const ng::examples::PairedDiff positions = ng::examples::paired_diff(pre8_tail, post8, 100);
+  const ng::examples::PairedDiff depths = ng::examples::paired_diff(post8, post4_tail, 100);
+  EXPECT_EQ(positions.steps, 20u);
+  EXPECT_TRUE(contains(md, ng::examples::paired_text(positions, "Pre-LN 8L", "Post-LN 8L"))) << md;
+  EXPECT_TRUE(contains(md, ng::examples::paired_text(depths, "Post-LN 8L", "Post-LN 4L"))) << md;
   fs::remove_all(dir);
 }
 

@@ -274,3 +274,55 @@ TEST(Examples, ShakespeareWindowsCoverTheWholeSplit) {
         << e.what();
   }
 }
+
+// Two runs are compared over the steps both hold. A run resumed from a checkpoint without its losses starts
+// its curve after the checkpoint's step (first_step > 1); its curve beside a full run's is compared over
+// their common last steps. paired_diff of the two curves as they were refused their different lengths, and
+// the trainer failed after all its training, writing nothing.
+TEST(Examples, PairedDiffOfRunsUsesTheStepsBothHold) {
+  TrainResult full, resumed;
+  for (int64_t k = 1; k <= 30; ++k) full.losses.push_back(5.0 - 0.01 * double(k));
+  resumed.first_step = 11;  // steps 11..30
+  for (int64_t k = 11; k <= 30; ++k)
+    resumed.losses.push_back(5.0 - 0.01 * double(k) + (k % 2 == 0 ? 0.3 : 0.1));  // 0.2 higher on average
+
+  const PairedDiff d = paired_diff(resumed, full, 50);
+  EXPECT_EQ(d.steps, 20u);  // the 20 steps both hold, not the full run's 30
+  EXPECT_NEAR(d.mean, 0.2, 1e-12);
+  const PairedDiff by_hand =
+      paired_diff(resumed.losses, std::vector<double>(full.losses.begin() + 10, full.losses.end()), 50);
+  EXPECT_EQ(d.mean, by_hand.mean);
+  EXPECT_EQ(d.se, by_hand.se);
+  // The same in the other order: the sign flips.
+  EXPECT_NEAR(paired_diff(full, resumed, 50).mean, -0.2, 1e-12);
+
+  // Runs that end at different steps are not two runs of one --steps.
+  TrainResult shorter = full;
+  shorter.losses.pop_back();
+  try {
+    paired_diff(shorter, resumed, 50);
+    ADD_FAILURE() << "expected ng::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "paired_diff: the two runs must end at the same step; one ends at step 29, the other at step 30"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+// A corpus of 1000 bytes or fewer is refused, saying how long it is and what is expected.
+TEST(Examples, ShortCorpusSaysWhatItExpects) {
+  const fs::path path = temp_file("short_corpus");
+  io::atomic_write_file(path.string(), "x");
+  try {
+    LMTask::shakespeare(path.string());
+    ADD_FAILURE() << "expected ng::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("LMTask::shakespeare: " + path.string() +
+                                         " is too short (1 bytes), expected more than 1000"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove(path);
+}

@@ -52,6 +52,13 @@ TEST(ExamplesSeeds, T975IsStudentsQuantile) {
   expect_error([] { t975(0); }, {"t975", "at least 1 degree of freedom", "got 0"});
 }
 
+// The loss plots' legend key for the seeds after the first (their curves are dashed and not listed).
+TEST(ExamplesSeeds, OtherSeedsKey) {
+  EXPECT_EQ(ng::examples::other_seeds_key({42, 2, 7}), "seeds 2 and 7: dashed");
+  EXPECT_EQ(ng::examples::other_seeds_key({42, 2}), "seed 2: dashed");
+  EXPECT_EQ(ng::examples::other_seeds_key({42}), "");
+}
+
 TEST(ExamplesSeeds, SpreadByHand) {
   // D = 0.1, 0.2, 0.3: M 0.2, S 0.1 (above the runs' noise 0.01), SE 0.1 / sqrt 3 = 0.0577, 3.5 SE < 4.30
   const SeedSpread wide = seed_spread({pd(0.1, 0.01), pd(0.2, 0.01), pd(0.3, 0.01)});

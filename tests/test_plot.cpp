@@ -225,6 +225,36 @@ TEST(PlotLineChart, HorizontalLineLabelKeepsOffTheData) {
   EXPECT_TRUE(close_to(img.at(int(f.area.right()) - 20, data_row), colors::red, 60));
 }
 
+// A series with in_legend = false is drawn but not listed; a legend key is listed with no data. The data sit
+// in the bottom-left corner, so the legend goes top right, where the only green or purple is a legend sample.
+TEST(PlotLineChart, SeriesOutOfTheLegendAndLegendKeys) {
+  auto render_with = [](bool hidden_listed, bool key) {
+    LineChart c;
+    c.series.push_back({.label = "", .x = {0, 10}, .y = {0, 10}, .color = colors::blue, .width = 0});
+    c.series.push_back({.label = "shown", .x = {0, 1}, .y = {0, 1}, .color = colors::red});
+    c.series.push_back({.label = "hidden", .x = {0, 1}, .y = {0.5, 0.5}, .color = colors::green});
+    c.series.back().in_legend = hidden_listed;
+    if (key) c.legend_keys.push_back({.label = "key", .color = colors::purple, .dashed = true});
+    const Rect panel{0, 0, 400, 300};
+    const Frame f = line_chart_frame(c, panel);
+    Canvas canvas(400, 300);
+    draw(canvas, panel, c);
+    const Image img = canvas.resolve();
+    std::pair<int, int> n{0, 0};  // green, purple pixels in the top half of the plot area
+    for (int y = int(f.area.y); y < int(f.area.y + f.area.h / 2); ++y)
+      for (int x = int(f.area.x); x < int(f.area.right()); ++x) {
+        n.first += close_to(img.at(x, y), colors::green, 40);
+        n.second += close_to(img.at(x, y), colors::purple, 40);
+      }
+    return n;
+  };
+  EXPECT_GT(render_with(true, false).first, 10);  // listed: its sample is there
+  EXPECT_EQ(render_with(false, false).first, 0);
+  EXPECT_EQ(render_with(false, false).second, 0);
+  EXPECT_EQ(render_with(false, true).first, 0);
+  EXPECT_GT(render_with(false, true).second, 10);
+}
+
 TEST(PlotLineChart, NaNLeavesAGap) {
   LineChart c;
   c.legend = false;
@@ -420,6 +450,43 @@ TEST(PlotLineChart, TitleStaysInsideItsPanel) {
         if (img.at(x, y).r < 100) ++inside;
     EXPECT_GT(inside, 100);
   }
+}
+
+// The figure's title stays inside the canvas: it was centred at full size whatever its width, so a long one
+// lost its first and last letters off both edges (exp3 --seeds: "periment 3: ... seeds 42, 2 and"). Now it is
+// drawn smaller, then cut short with "...", inside a margin of kPad; a title that fits is drawn as before.
+TEST(PlotFigure, TitleStaysInsideTheCanvas) {
+  LineChart c;
+  c.legend = false;
+  c.series.push_back({.label = "", .x = {0, 1}, .y = {0, 1}, .color = colors::blue, .width = 1});
+  const std::string long_title =
+      "Experiment 3: Pre-LN vs Post-LN, shakespeare, hidden 256, 1000 steps, seeds 42, 2 and 7, and more "
+      "words";
+  for (const std::string& title : {std::string("short"), long_title}) {
+    SCOPED_TRACE(title);
+    Figure fig;
+    fig.title = title;
+    fig.panel_width = 300;
+    fig.panels = {c};
+    const Image img = render(fig);
+    const int band = int(text_height(2.4f) + 16);
+    int edge = 0, drawn = 0;
+    for (int y = 0; y < band; ++y)
+      for (int x = 0; x < img.width; ++x) {
+        if (img.at(x, y).r >= 100) continue;
+        ++drawn;
+        if (x < int(detail::kPad) || x >= img.width - int(detail::kPad)) ++edge;
+      }
+    EXPECT_EQ(edge, 0);
+    EXPECT_GT(drawn, 50);
+  }
+  const detail::FittedText fits = detail::fit_text("short", 2.4f, 284);
+  EXPECT_EQ(fits.text, "short");
+  EXPECT_EQ(fits.scale, 2.4f);
+  const detail::FittedText cut = detail::fit_text(long_title, 2.4f, 284);
+  EXPECT_LE(cut.width, 284);
+  EXPECT_EQ(cut.text.substr(cut.text.size() - 3), "...");
+  EXPECT_EQ(cut.text.substr(0, cut.text.size() - 3), long_title.substr(0, cut.text.size() - 3));
 }
 
 // ---- stop 45's review of plot/ (each of these failed, hung or crashed before its fix) ----

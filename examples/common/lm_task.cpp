@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -19,7 +20,8 @@ namespace ng::examples {
 
 LMTask LMTask::shakespeare(const std::string& path) {
   const std::string text = io::read_whole_file(path, "LMTask::shakespeare");
-  NG_CHECK(text.size() > 1000, "LMTask::shakespeare", path, " is too short (", text.size(), " bytes)");
+  NG_CHECK(text.size() > 1000, "LMTask::shakespeare", path, " is too short (", text.size(),
+           " bytes), expected more than 1000");
   LMTask t;
   t.name = "shakespeare";
   t.tokenizer = nn::CharTokenizer::from_corpus(text);
@@ -81,6 +83,14 @@ nn::TinyLMConfig LMTask::configure(nn::TinyLMConfig c) const {
     c.position = "rope";
   }
   return c;
+}
+
+void add_task_flag(CLI::App& app, std::string& task) {
+  app.add_option("--task", task, "shakespeare (default when --data is readable) or copy")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "shakespeare" || v == "copy") return "";
+        return "expected shakespeare or copy, got '" + v + "'";
+      });
 }
 
 bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task) {
@@ -217,6 +227,19 @@ void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, 
   nn::CharTokenizer tokenizer;
   nn::TrainState state = checkpoint_state(model, opt, data_gen, task, tokenizer);
   load_resume(resume, state, spec, task, data_gen);
+}
+
+PairedDiff paired_diff(const TrainResult& a, const TrainResult& b, size_t window) {
+  // Step first_step + k is losses[k]; both runs end at the same step.
+  const int64_t a_end = a.first_step + int64_t(a.losses.size()) - 1;
+  const int64_t b_end = b.first_step + int64_t(b.losses.size()) - 1;
+  NG_CHECK(a_end == b_end, "paired_diff", "the two runs must end at the same step; one ends at step ", a_end,
+           ", the other at step ", b_end);
+  // The steps both hold: from the later of the two first steps to the end.
+  const int64_t first = std::max(a.first_step, b.first_step);
+  const std::vector<double> a_common(a.losses.begin() + (first - a.first_step), a.losses.end());
+  const std::vector<double> b_common(b.losses.begin() + (first - b.first_step), b.losses.end());
+  return paired_diff(a_common, b_common, window);
 }
 
 std::string resumed_note(const TrainResult& r, const std::string& path, int64_t steps) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "examples/common/cli.h"
+#include "examples/common/paired.h"
 #include "normgrad.h"
 
 namespace ng::examples {
@@ -41,6 +42,10 @@ struct LMTask {
   // original attention (unmasked, biases, no positions).
   nn::TinyLMConfig configure(nn::TinyLMConfig base) const;
 };
+
+// Registers --task (exp2, exp3): shakespeare or copy, anything else a usage error. Absent, the task is
+// chosen by choose_task; `--task ''` is refused rather than taken as absent (it ran the default task).
+void add_task_flag(CLI::App& app, std::string& task);
 
 // Picks the task from --task ("" = shakespeare when the data file is readable, else copy, saying how to
 // get the data). Returns false (after printing why) for a bad --task value, and for --task shakespeare
@@ -89,6 +94,13 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
 void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, const TrainSpec& spec,
                             const std::string& resume, const std::string& save,
                             const std::vector<std::string>& not_save_paths = {});
+
+// The paired difference (paired.h) of two runs that trained to the same last step, step k of one beside
+// step k of the other. A run resumed from a checkpoint that kept no losses holds only the steps after it
+// (first_step > 1): both curves are cut to the steps both hold, so the comparison is made over those (the
+// curves were compared as they were, and paired_diff's length check stopped the trainer after all its
+// training, with no files written). Runs that end at different steps (one diverged) are an ng::Error.
+PairedDiff paired_diff(const TrainResult& a, const TrainResult& b, size_t window);
 
 // The summary's line on a resumed run: "was resumed from `PATH` at step k; ..." (what its curve covers).
 std::string resumed_note(const TrainResult& r, const std::string& path, int64_t steps);

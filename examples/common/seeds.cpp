@@ -108,4 +108,10 @@ std::string seed_list_text(const std::vector<uint64_t>& seeds) {
   return text;
 }
 
+std::string other_seeds_key(const std::vector<uint64_t>& seeds) {
+  if (seeds.size() < 2) return "";
+  const std::vector<uint64_t> others(seeds.begin() + 1, seeds.end());
+  return (others.size() == 1 ? "seed " : "seeds ") + seed_list_text(others) + ": dashed";
+}
+
 }  // namespace ng::examples

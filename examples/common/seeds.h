@@ -75,4 +75,9 @@ std::string seed_text(const SeedSpread& s, const std::string& a_name, const std:
 // "42, 2 and 7"
 std::string seed_list_text(const std::vector<uint64_t>& seeds);
 
+// The loss plots of a --seeds run list the first seed's curves in the legend and draw the others dashed in
+// the same colours; this key says so: "seeds 2 and 7: dashed" (a legend of every curve, 12 for exp2's three
+// seeds, covered half the plot).
+std::string other_seeds_key(const std::vector<uint64_t>& seeds);
+
 }  // namespace ng::examples
