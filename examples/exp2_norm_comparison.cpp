@@ -137,6 +137,8 @@ static int run(int argc, char** argv) {
   const std::vector<uint64_t>& seeds = opt.seeds;
   const bool many = seeds.size() > 1;
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
+  const std::string adjacent = adjacent_seeds_note(seeds),
+                    adjacent_note = adjacent.empty() ? "" : " " + adjacent;
   std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping, %s, device %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)steps, seed_words.c_str(),
               device.str().c_str());
@@ -314,7 +316,7 @@ static int run(int argc, char** argv) {
       paired_rule_text(many ? "Two configs of one seed" : "Two configs",
                        many ? "all four of a seed" : "every config", kFinalWindow) +
       "\n\n" +
-      (many ? seed_rule_text(seeds.size()) + "\n\n## What seed " + std::to_string(seeds[0]) +
+      (many ? seed_rule_text(seeds.size()) + adjacent_note + "\n\n## What seed " + std::to_string(seeds[0]) +
                   "'s run shows\n\n"
             : std::string("## What the run shows\n\n"));
   // The configs that finished, lowest final loss first.

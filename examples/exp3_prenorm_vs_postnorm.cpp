@@ -158,6 +158,8 @@ static int run(int argc, char** argv) {
   const std::vector<uint64_t>& seeds = opt.seeds;
   const bool many = seeds.size() > 1;
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
+  const std::string adjacent = adjacent_seeds_note(seeds),
+                    adjacent_note = adjacent.empty() ? "" : " " + adjacent;
   std::printf("Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, clip 1.0, %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)dim, (long long)seq, (long long)steps,
               seed_words.c_str());
@@ -323,7 +325,7 @@ static int run(int argc, char** argv) {
         paired_rule_text(many ? "Two runs of one seed" : "Two runs", many ? "all four of a seed" : "all four",
                          kWindow) +
         "\n";
-  if (many) md += "\n" + seed_rule_text(seeds.size()) + "\n";
+  if (many) md += "\n" + seed_rule_text(seeds.size()) + adjacent_note + "\n";
   md += many ? "\n## What the runs show\n\n" : "\n## What the run shows\n\n";
   for (size_t d = 0; d < 2; ++d) {
     const std::string layers = d == 0 ? "4" : "8";

@@ -201,6 +201,38 @@ TEST(ExamplesSeeds, SeedsFlagErrors) {
   extest::fs::remove_all(dir);
 }
 
+// Two seeds 1 apart share a generator: seed s + 1's weights come from the one that drew seed s's batches.
+// The trainers say so on stderr and in the summary; 42,2,7 says nothing.
+TEST(ExamplesSeeds, AdjacentSeedsAreNoted) {
+  using ng::examples::adjacent_seeds_note;
+  EXPECT_EQ(adjacent_seeds_note({42, 2, 7}), "");
+  EXPECT_EQ(adjacent_seeds_note({42}), "");
+  EXPECT_EQ(adjacent_seeds_note({UINT64_MAX, 0}), "");  // no wrap-around
+  EXPECT_EQ(
+      adjacent_seeds_note({43, 7, 42}),
+      "Seeds 42 and 43 differ by 1: a run draws its batches with seed + 1, so seed 43's initial weights "
+      "come from the generator that drew seed 42's batches, and the two seeds are not independent draws "
+      "(seeds at least 2 apart, e.g. 42,2,7, are).");
+  const extest::fs::path dir = extest::temp_dir("seeds_adjacent");
+  const extest::RunResult r =
+      extest::run(kExp3 + " --steps 2 --threads 1 --seeds 5,6 --out " + (dir / "out").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(extest::contains(r.err, "note: Seeds 5 and 6 differ by 1")) << r.err;
+  EXPECT_TRUE(
+      extest::contains(extest::slurp(dir / "out" / "prenorm_vs_postnorm.md"), adjacent_seeds_note({5, 6})));
+#ifdef NG_EXP2_NORM_COMPARISON_PATH
+  const extest::RunResult r2 = extest::run(
+      std::string(NG_EXP2_NORM_COMPARISON_PATH) +
+          " --task copy --quiet --steps 2 --threads 1 --seeds 9,8 --out " + (dir / "out2").string(),
+      dir);
+  ASSERT_EQ(r2.status, 0) << r2.err;
+  EXPECT_TRUE(extest::contains(r2.err, "note: Seeds 8 and 9 differ by 1")) << r2.err;
+  EXPECT_TRUE(
+      extest::contains(extest::slurp(dir / "out2" / "norm_comparison.md"), adjacent_seeds_note({9, 8})));
+#endif
+  extest::fs::remove_all(dir);
+}
+
 // `--seeds 42,2`: seed 42's curves are those of a plain `--seed 42` run, and every across-seed line in the
 // summary is the rule applied to the CSV's curves. `--seeds 42` alone writes the `--seed 42` files.
 // The trainers run on one thread here, as in the paired tests: under `ctest -j2` on 2 cores, a trainer's two

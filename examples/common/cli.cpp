@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "examples/common/seeds.h"
 #include "tensor/error.h"
 
 #include <filesystem>
@@ -171,6 +172,8 @@ std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, CommonOptio
           return usage_error(app, "--seeds: seed " + std::to_string(o.seeds[i]) +
                                       " is given twice (each seed is one run of every config)");
     o.seed = o.seeds.front();
+    if (const std::string note = adjacent_seeds_note(o.seeds); !note.empty())
+      std::cerr << "note: " << note << "\n";
   } else {
     o.seeds = {o.seed};
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "examples/common/report.h"
 #include "tensor/error.h"
@@ -68,7 +69,9 @@ std::string seed_rule_text(size_t seeds) {
          " seeds, each seed's paired difference counts as one draw of the gap a seed shows. A gap counts "
          "when their mean is beyond " +
          num(t975(seeds > 1 ? seeds - 1 : 1), 3) +
-         " standard errors (Student's t with one degree of freedom fewer than the seeds), the standard error "
+         " standard errors (Student's t with one degree of freedom fewer than the seeds; a comparison in "
+         "which "
+         "some seeds diverged has fewer, and its line gives its own larger t), the standard error "
          "coming from their seed-to-seed spread, or from the runs' own noise where that is larger. The "
          "summary also counts the seeds in which each run ended lower (examples/common/seeds.h).";
 }
@@ -106,6 +109,20 @@ std::string seed_list_text(const std::vector<uint64_t>& seeds) {
     text += std::to_string(seeds[i]);
   }
   return text;
+}
+
+std::string adjacent_seeds_note(const std::vector<uint64_t>& seeds) {
+  for (size_t i = 0; i < seeds.size(); ++i)
+    for (size_t j = 0; j < seeds.size(); ++j)
+      if (seeds[i] != UINT64_MAX && seeds[j] == seeds[i] + 1) {
+        const std::string a = std::to_string(seeds[i]), b = std::to_string(seeds[j]);
+        return "Seeds " + a + " and " + b + " differ by 1: a run draws its batches with seed + 1, so seed " +
+               b + "'s initial weights come from the generator that drew seed " + a +
+               "'s batches, and the two seeds are not independent draws (seeds at least 2 apart, e.g. "
+               "42,2,7, "
+               "are).";
+      }
+  return "";
 }
 
 std::string other_seeds_key(const std::vector<uint64_t>& seeds) {

@@ -75,6 +75,12 @@ std::string seed_text(const SeedSpread& s, const std::string& a_name, const std:
 // "42, 2 and 7"
 std::string seed_list_text(const std::vector<uint64_t>& seeds);
 
+// "" or a note on two seeds that differ by 1. A run draws its weights from Generator(seed) and its batches
+// from Generator(seed + 1), so seed s + 1's initial weights come from the very generator (and the same raw
+// numbers) that drew seed s's batches: the two are not independent draws. The trainers print the note and
+// put it in the summary; seeds at least 2 apart (42,2,7) avoid it.
+std::string adjacent_seeds_note(const std::vector<uint64_t>& seeds);
+
 // The loss plots of a --seeds run list the first seed's curves in the legend and draw the others dashed in
 // the same colours; this key says so: "seeds 2 and 7: dashed" (a legend of every curve, 12 for exp2's three
 // seeds, covered half the plot).
