@@ -733,7 +733,7 @@ void ForwardLargeGroups(const T* HWY_RESTRICT x, const AccT<T>* HWY_RESTRICT w, 
 //     the group's first value, var = s2 / m - d^2 (d = s1 / m). The subtraction loses in proportion to
 //     d^2 / var (norm_math.h), and with K one of the group's values d^2 / var <= m - 1. It is trusted where
 //     d^2 <= kPairTrust var: a relative error of at most ~65 roundings of the sums, far below bf16's own
-//     2^-9. LayerNorm's stricter check (d^2 <= var / 4) sent ~62% of random groups, whose first value is
+//     2^-8. LayerNorm's stricter check (d^2 <= var / 4) sent ~62% of random groups, whose first value is
 //     more than half a std from their mean, to the centred pass, and the path ran slower than 3b. A batch
 //     with a group beyond the check, or whose sums overflowed, takes a centred second pass over c = x - K.
 //     Both sums of L groups go through SumRuns side by side;

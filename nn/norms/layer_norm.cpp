@@ -473,7 +473,7 @@ namespace ng::norms {
 // With xhat_i = (x_i - mean) * r:
 //   dmean/dx_j = 1/n
 //   dvar/dx_j  = (2/n) sum_k (x_k - mean)(delta_kj - 1/n) = (2/n)(x_j - mean)
-//                (the -1/n part is (2/n^2) sum_k (x_k - mean), and sum_k (x_k - mean) = 0)
+//                (the -1/n part is -(2/n^2) sum_k (x_k - mean), and sum_k (x_k - mean) = 0)
 //   dr/dx_j    = -1/2 (var + eps)^(-3/2) dvar/dx_j = -r^3 (x_j - mean) / n = -r^2 xhat_j / n
 //   dxhat_i/dx_j = r (delta_ij - 1/n) + (x_i - mean) dr/dx_j
 //                = r (delta_ij - 1/n - xhat_i xhat_j / n)
@@ -553,7 +553,7 @@ void layer_norm_backward_reference(const T* dy, const T* x, const A* w, const A*
 // compute type; L: lanes). Why that floor: d is sum c / n with sum c added up in L lanes of n / L values
 // each, and that sum's rounding error grows with the lanes' length. On ordinary rows the computed d is that
 // noise and nothing else: bf16 rows of 4096 normal values at mean 0 have a true |d * rstd| below 4e-9 (from
-// f64 sums), but the f32 lanes give up to 2.5e-7 (4 eps), and half the rows passed the old floor of eps/2,
+// f64 sums), but the f32 lanes give up to 2.5e-7 (2 eps), and half the rows passed the old floor of eps/2,
 // which ran the loop (6-8% of the backward) to add noise. Below the new floor (16 eps/2 at n = 4096 with 16
 // lanes) the term is no bigger than the error the reference's own d carries. A row with mean 1e4 and std 1e-2
 // in f32 (|d * rstd| up to 0.05) is far above it.

@@ -23,7 +23,7 @@
 //   * there, norm(x) is rounded to the half dtype FIRST, and the weight multiply then happens in low
 //   precision
 //     (weight in f16/bf16) and is rounded again: two roundings. Here: one rounding of the f32 product. For
-//     bf16 (8 bits of mantissa) the extra rounding is up to 2^-9 relative error per element.
+//     bf16 (8 significant bits) the extra rounding is up to 2^-8 relative error per element.
 //   * there, an f32 weight with a bf16 x makes the output f32 (PyTorch type promotion); here the output
 //     always has x's dtype.
 //   * the backward here is entirely in f32 (dweight summed in f32), then rounded to weight's dtype.
