@@ -331,9 +331,9 @@ TEST(GroupNorm, Bf16PairsMatchF64) {
                                   rs = s.rstd.to_vector<double>();
         int bad = 0;
         for (size_t i = 0; i < y.size(); ++i) {
-          // bf16 keeps 8 significant bits: half an ulp is at most 2^-8 of the value; its subnormals are multiples of 2^-133;
-          // plus the f32 arithmetic's own error, in proportion to the terms |xhat w| + |b| (rstd's, below,
-          // included)
+          // bf16 keeps 8 significant bits: half an ulp is at most 2^-8 of the value; its subnormals are
+          // multiples of 2^-133; plus the f32 arithmetic's own error, in proportion to the terms |xhat w| +
+          // |b| (rstd's, below, included)
           const double e = ey[i];
           if (!(std::abs(y[i] - e) <= std::abs(e) * 0x1p-8 + 2e-5 * eterms[i] + 0x1p-133)) ++bad;
           if (tiny && std::abs(e) >= 0x1p-133 && y[i] == 0) ++bad;  // a flushed subnormal
