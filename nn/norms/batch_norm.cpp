@@ -59,6 +59,7 @@ constexpr bool bn_sums_wide(int64_t C, size_t acc) {
   return int64_t(5 * acc) * C > 20480;
 }
 // The dx pass: the six arrays and one sample's x, dy and dx past the L1 (f32: C > 910; bf16: C > 1092).
+// (Since stop 24 the pass reads four arrays, not six (section 4); the limit stays where it was measured.)
 // Measured (AMD Zen 4, 2 threads, A/B): at 4096 x 1024 in f32 (36 KiB) four samples per walk take the
 // backward from 1.38 / 2.13 to 1.02 / 1.11 ms (best / median); in bf16 (30 KiB) they made it slower, 0.69
 // -> 1.06 ms. At C = 683 in f32 (24.6 KiB) the two were level, at C = 512 one sample per walk was 10%
