@@ -23,6 +23,9 @@ nn::NamedTensors name_them(const std::vector<Tensor>& params) {
 
 Optimizer::Optimizer(nn::NamedTensors params, double lr_) : lr(lr_), params_(std::move(params)) {
   check_lr("Optimizer");
+  // As in PyTorch: an empty list is almost always a mistake (parameters() of the wrong module, or a model
+  // built after the optimizer), and step() would then silently do nothing.
+  NG_CHECK(!params_.empty(), "Optimizer", "got an empty parameter list, expected at least one tensor");
   std::set<std::string> seen;
   std::set<const TensorImpl*> seen_tensors;
   for (auto& [name, p] : params_) {

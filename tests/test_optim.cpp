@@ -290,6 +290,11 @@ TEST(OptimErrors, BadOptionsAndParams) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("same tensor as an earlier one"), std::string::npos) << e.what();
   }
+  // An empty list: step() would do nothing, silently (PyTorch refuses it too).
+  expect_error([] { optim::SGD(std::vector<Tensor>{}); },
+               {"Optimizer: got an empty parameter list, expected at least one tensor"});
+  expect_error([] { optim::AdamW(nn::NamedTensors{}); },
+               {"Optimizer: got an empty parameter list, expected at least one tensor"});
   Tensor h = zeros({2}, DType::f16).requires_grad_();
   expect_error([&] { optim::SGD(std::vector<Tensor>{h}); },
                {"Optimizer: parameter '0' has dtype f16, expected f32 or f64"});
