@@ -333,9 +333,7 @@ static int run(int argc, char** argv) {
     // against the next lowest: is the first place beyond this run's noise?
     if (ranked.size() > 1) {
       const PairedDiff d = paired_diff(results[ranked[0]], results[ranked[1]], kFinalWindow);
-      md += std::string(d.resolved() ? ", ahead of the next beyond this run's noise: "
-                                     : ", but not clearly ahead of the next: ") +
-            paired_text(d, kConfigs[ranked[0]].name, kConfigs[ranked[1]].name);
+      md += lead_text(d) + paired_text(d, kConfigs[ranked[0]].name, kConfigs[ranked[1]].name);
     }
     md += ".\n";
   }

@@ -72,6 +72,25 @@ TEST(ExamplesPaired, ConstantGapAndNoGap) {
             "standard errors, under 2.26)");
 }
 
+// exp2's "Lowest final loss" clause: the first place by the mean of the last 50 losses, and the paired
+// difference over the last multiple of 10 of them. Under 50 steps they can disagree: 49 steps where a's
+// first 9 are far lower make a first, while over the last 40 b is lower at every step. "Ahead ... beyond
+// this run's noise" then contradicted the clause after it.
+TEST(ExamplesPaired, LeadTextFollowsTheSign) {
+  std::vector<double> a(49, 1.0), b(49, 0.875);
+  for (size_t k = 0; k < 9; ++k) a[k] = 0.0, b[k] = 2.0;
+  ASSERT_LT(ng::examples::mean_last(a, 50), ng::examples::mean_last(b, 50));  // a ranked first
+  const PairedDiff d = paired_diff(a, b, 50);
+  ASSERT_EQ(d.steps, 40u);
+  ASSERT_TRUE(d.resolved());
+  EXPECT_EQ(
+      lead_text(d) + paired_text(d, "a", "b"),
+      ", though paired step by step the next ends lower: b ends lower than a by 0.125 ± 0 (paired over the "
+      "last 40 steps: over 1000 standard errors)");
+  EXPECT_EQ(lead_text(paired_diff(b, a, 50)), ", ahead of the next beyond this run's noise: ");
+  EXPECT_EQ(lead_text(paired_diff(a, a, 50)), ", but not clearly ahead of the next: ");
+}
+
 TEST(ExamplesPaired, NotComputedAndErrors) {
   std::vector<double> a(9, 1.0), b(9, 2.0);
   const PairedDiff short_run = paired_diff(a, b, 100);

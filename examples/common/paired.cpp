@@ -87,4 +87,10 @@ std::string paired_text(const PairedDiff& d, const std::string& a_name, const st
          num(std::abs(d.mean), 3) + " ± " + num(d.se, 2) + " (" + paired.substr(2) + ")";
 }
 
+std::string lead_text(const PairedDiff& d) {
+  if (!d.resolved()) return ", but not clearly ahead of the next: ";
+  return d.mean < 0 ? ", ahead of the next beyond this run's noise: "
+                    : ", though paired step by step the next ends lower: ";
+}
+
 }  // namespace ng::examples

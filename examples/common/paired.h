@@ -65,6 +65,14 @@ std::string paired_rule_text(const std::string& what, const std::string& who, si
 // or why the two are not compared.
 std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name);
 
+// How the config ranked first by its final loss stands against the next (d = first minus next), as the
+// clause before paired_text: ", ahead of the next beyond this run's noise: " when d is called and negative;
+// ", but not clearly ahead of the next: " when not called; ", though paired step by step the next ends
+// lower: " when it is called the other way. The final loss is the mean of the last 50 losses and the paired
+// difference uses the last multiple of 10 of them, so under 50 steps (or against a resumed run) the two can
+// disagree; "ahead" there contradicted the clause after it.
+std::string lead_text(const PairedDiff& d);
+
 // How many standard errors |mean| is from 0, as the summaries print it: one decimal below 10, whole below
 // 1000, else "over 1000" (an SE of 0, or of rounding error only, makes it infinite or meaningless); "0.0" for
 // a mean of exactly 0 (two identical curves). Also used across seeds (seeds.h).
