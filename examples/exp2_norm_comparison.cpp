@@ -73,6 +73,10 @@ const std::vector<Config> kConfigs = {
 };
 
 constexpr size_t kFinalWindow = 50;
+// Learning rates and --lr-scale as the table and the summary print them: 6 digits, so a scaled rate reads as
+// the rate the run used (2 digits printed --lr-scale 1.234's 0.000617 as 0.00062), while 0.0005 x 3, which
+// is 0.0014999999999999998 in binary, still reads 0.0015.
+constexpr int kLrDigits = 6;
 
 // The copy task's floor for a model without positions (see the summary): the least expected loss of a model
 // that sees token t and the multiset of the window's T tokens, but not which of them sits at t + 1. Its best
@@ -225,7 +229,7 @@ static int run(int argc, char** argv) {
         converged.push_back(conv);
       }
       const double fin = mean_last(r.losses, kFinalWindow);
-      rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale, 2), kConfigs[i].lesson, conv,
+      rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale, kLrDigits), kConfigs[i].lesson, conv,
                       r.nan_step >= 0 ? std::to_string(r.nan_step) : "-", num(fin, 4),
                       std::isfinite(r.val_loss) ? num(r.val_loss, 4) : "-"});
       if (many) rows.back().insert(rows.back().begin() + 1, std::to_string(seeds[s]));
@@ -429,7 +433,7 @@ static int run(int argc, char** argv) {
         "\n";
   }
   if (lr_scale != 1.0)
-    md += "- Every learning rate is the lesson's times --lr-scale " + num(lr_scale, 3) +
+    md += "- Every learning rate is the lesson's times --lr-scale " + num(lr_scale, kLrDigits) +
           ": this run does not use the lesson's recipe.\n";
   if (steps != 1000)
     md += "- This run has " + std::to_string(steps) +

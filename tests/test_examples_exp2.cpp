@@ -103,6 +103,24 @@ TEST(Exp2Program, DeviceFlag) {
   fs::remove_all(dir);
 }
 
+// A scaled learning rate reads as the rate the run used: 2 digits printed --lr-scale 1.234's 0.000617 as
+// 0.00062; 0.0005 x 3 (0.0014999999999999998 in binary) still reads 0.0015.
+TEST(Exp2Program, ScaledLearningRatesReadAsUsed) {
+  fs::path dir = temp_dir("lr_scale");
+  std::string err;
+  const std::string exe =
+      std::string(NG_EXP2_NORM_COMPARISON_PATH) + " --steps 1 --task copy --threads 1 --quiet";
+  ASSERT_EQ(run(exe + " --lr-scale 1.234 --out " + (dir / "a").string(), err, dir), 0) << err;
+  std::string md = slurp(dir / "a" / "norm_comparison.md");
+  EXPECT_NE(md.find("| Pre-LN + RMSNorm | 0.000617 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| NoNorm | 0.0001234 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("times --lr-scale 1.234:"), std::string::npos) << md;
+  ASSERT_EQ(run(exe + " --lr-scale 3 --out " + (dir / "b").string(), err, dir), 0) << err;
+  md = slurp(dir / "b" / "norm_comparison.md");
+  EXPECT_NE(md.find("| Pre-LN + RMSNorm | 0.0015 |"), std::string::npos) << md;
+  fs::remove_all(dir);
+}
+
 TEST(Exp2Program, TwoStepCopyRunWritesItsFiles) {
   fs::path dir = temp_dir("run");
   std::string err;
