@@ -12,10 +12,16 @@ if [ -f "$out" ] && echo "$want  $out" | sha256sum -c --quiet 2>/dev/null; then
   exit 0
 fi
 tmp="$out.part"
+trap 'rm -f "$tmp"' EXIT  # a failed or interrupted download leaves no partial file
+fetch_failed() {
+  echo "get_data: could not download $url; copy the corpus to $out yourself (sha256 $want)" >&2
+  exit 1
+}
+# Time limits, so an unreachable host fails in a minute instead of hanging (no internet: copy the file).
 if command -v curl >/dev/null; then
-  curl -fsSL "$url" -o "$tmp"
+  curl -fsSL --connect-timeout 20 --max-time 300 "$url" -o "$tmp" || fetch_failed
 elif command -v wget >/dev/null; then
-  wget -q "$url" -O "$tmp"
+  wget -q --timeout=20 --tries=2 "$url" -O "$tmp" || fetch_failed
 else
   echo "get_data: neither curl nor wget is installed (Debian: apt-get install curl); or copy the corpus" >&2
   echo "get_data: to $out yourself (sha256 $want)" >&2
