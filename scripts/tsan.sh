@@ -42,6 +42,8 @@ if [ -n "$targets" ]; then
     names=$(sed -n 's/^add_test( *\[=\[\([^]]*\)\]=\].*/\1/p' "build/tsan/tests/${t}[1]_tests.cmake")
     for n in $names; do regex+="${regex:+|}^${n}\$"; done
   done
+  # an empty regex would select every test (the whole suite, ~11 min) instead of the ones asked for
+  [ -n "$regex" ] || { echo "tsan: TSAN_TESTS ($targets) names no executable with tests" >&2; exit 1; }
   select=(-R "$regex")
 else
   cmake --build --preset tsan -j"$(nproc)"
