@@ -1,4 +1,4 @@
-// make_node: how every op hooks into autograd.
+// attach: how every op hooks into autograd.
 //
 // An op computes its output with grad mode off, then, if any input requires grad, attaches a Node
 // holding its backward. The pattern, with the backward's math beside the code:

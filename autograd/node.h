@@ -12,7 +12,7 @@
 //
 // A Node's job is the chain rule for one op: given dL/d(output), return dL/d(input_i) for each input.
 //
-// Ops are written with make_node (autograd/function.h), which takes the backward as a lambda written right
+// Ops are written with attach (autograd/function.h), which takes the backward as a lambda written right
 // below the forward, so the two sit side by side, as micrograd does.
 #pragma once
 
@@ -27,7 +27,7 @@ namespace ng {
 
 struct Node;
 
-// Where a gradient flows: to input slot `input_nr` of `fn` (which may be an AccumulateGrad).
+// Where a gradient flows: into `fn` (which may be an AccumulateGrad).
 struct Edge {
   std::shared_ptr<Node> fn;
   bool valid() const { return fn != nullptr; }

@@ -2,8 +2,9 @@
 //
 //   element (i0, i1, ..., ik) lives at  storage + (offset + i0*stride0 + ... + ik*stridek) * dtype_size
 //
-// Because shape, strides and offset describe the view, reshape / permute / narrow / expand are free:
-// they make a new Tensor over the same Storage (see tensor/ops/views.cpp).
+// Because shape, strides and offset describe the view, view / permute / narrow / expand are free: they make
+// a new Tensor over the same Storage (see tensor/ops/views.cpp). So is reshape where the strides allow it;
+// otherwise it copies.
 //
 // A Tensor is a cheap handle (a shared_ptr to TensorImpl). Copying a Tensor copies the handle, not the
 // data: `Tensor b = a;` makes b and a the same tensor. Use clone() for a deep copy.

@@ -1,4 +1,5 @@
 // RMSNorm (Zhang, Sennrich 2019): LayerNorm without the mean. Used by LLaMA, MiniMind and most recent LLMs.
+// Walk-through: docs/norms/rms_norm.md.
 //
 // ---- 1. The formula ---------------------------------------------------------------------------------------
 //
@@ -21,9 +22,8 @@
 //
 // How this differs from MiniMind's `self.weight * self._norm(x.float()).type_as(x)`:
 //   * there, norm(x) is rounded to the half dtype FIRST, and the weight multiply then happens in low
-//   precision
-//     (weight in f16/bf16) and is rounded again: two roundings. Here: one rounding of the f32 product. For
-//     bf16 (8 significant bits) the extra rounding is up to 2^-8 relative error per element.
+//     precision (weight in f16/bf16) and is rounded again: two roundings. Here: one rounding of the f32
+//     product. For bf16 (8 significant bits) the extra rounding is up to 2^-8 relative error per element.
 //   * there, an f32 weight with a bf16 x makes the output f32 (PyTorch type promotion); here the output
 //     always has x's dtype.
 //   * the backward here is entirely in f32 (dweight summed in f32), then rounded to weight's dtype.
