@@ -8,10 +8,10 @@
 #include <string>
 
 #include "normgrad.h"
+#include "worst_error.h"
 
 #ifdef NORMGRAD_HAVE_CUDA
 #include "cuda/backend.h"
-#include "worst_error.h"
 
 // Skip the current test, saying why, when no CUDA device can be used.
 #define NG_REQUIRE_GPU()                                                                              \

@@ -70,8 +70,7 @@ std::string seed_rule_text(size_t seeds) {
          "when their mean is beyond " +
          num(t975(seeds > 1 ? seeds - 1 : 1), 3) +
          " standard errors (Student's t with one degree of freedom fewer than the seeds; a comparison in "
-         "which "
-         "some seeds diverged has fewer, and its line gives its own larger t), the standard error "
+         "which some seeds diverged has fewer, and its line gives its own larger t), the standard error "
          "coming from their seed-to-seed spread, or from the runs' own noise where that is larger. The "
          "summary also counts the seeds in which each run ended lower (examples/common/seeds.h).";
 }
@@ -119,8 +118,7 @@ std::string adjacent_seeds_note(const std::vector<uint64_t>& seeds) {
         return "Seeds " + a + " and " + b + " differ by 1: a run draws its batches with seed + 1, so seed " +
                b + "'s initial weights come from the generator that drew seed " + a +
                "'s batches, and the two seeds are not independent draws (seeds at least 2 apart, e.g. "
-               "42,2,7, "
-               "are).";
+               "42,2,7, are).";
       }
   return "";
 }
