@@ -73,10 +73,6 @@ const std::vector<Config> kConfigs = {
 };
 
 constexpr size_t kFinalWindow = 50;
-// Learning rates and --lr-scale as the table and the summary print them: 6 digits, so a scaled rate reads as
-// the rate the run used (2 digits printed --lr-scale 1.234's 0.000617 as 0.00062), while 0.0005 x 3, which
-// is 0.0014999999999999998 in binary, still reads 0.0015.
-constexpr int kLrDigits = 6;
 
 // The copy task's floor for a model without positions (see the summary): the least expected loss of a model
 // that sees token t and the multiset of the window's T tokens, but not which of them sits at t + 1. Its best
@@ -141,8 +137,6 @@ static int run(int argc, char** argv) {
   const std::vector<uint64_t>& seeds = opt.seeds;
   const bool many = seeds.size() > 1;
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
-  const std::string adjacent = adjacent_seeds_note(seeds),
-                    adjacent_note = adjacent.empty() ? "" : " " + adjacent;
   std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping, %s, device %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)steps, seed_words.c_str(),
               device.str().c_str());
@@ -229,7 +223,8 @@ static int run(int argc, char** argv) {
         converged.push_back(conv);
       }
       const double fin = mean_last(r.losses, kFinalWindow);
-      rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale, kLrDigits), kConfigs[i].lesson, conv,
+      // rates at num's 6 digits: 2 printed --lr-scale 1.234's 0.000617 as 0.00062, a rate no run used
+      rows.push_back({kConfigs[i].name, num(kConfigs[i].lr * lr_scale), kConfigs[i].lesson, conv,
                       r.nan_step >= 0 ? std::to_string(r.nan_step) : "-", num(fin, 4),
                       std::isfinite(r.val_loss) ? num(r.val_loss, 4) : "-"});
       if (many) rows.back().insert(rows.back().begin() + 1, std::to_string(seeds[s]));
@@ -320,8 +315,7 @@ static int run(int argc, char** argv) {
       paired_rule_text(many ? "Two configs of one seed" : "Two configs",
                        many ? "all four of a seed" : "every config", kFinalWindow) +
       "\n\n" +
-      (many ? seed_rule_text(seeds.size()) + adjacent_note + "\n\n## What seed " + std::to_string(seeds[0]) +
-                  "'s run shows\n\n"
+      (many ? seed_rule_text(seeds) + "\n\n## What seed " + std::to_string(seeds[0]) + "'s run shows\n\n"
             : std::string("## What the run shows\n\n"));
   // The configs that finished, lowest final loss first.
   std::vector<size_t> ranked;
@@ -433,7 +427,7 @@ static int run(int argc, char** argv) {
         "\n";
   }
   if (lr_scale != 1.0)
-    md += "- Every learning rate is the lesson's times --lr-scale " + num(lr_scale, kLrDigits) +
+    md += "- Every learning rate is the lesson's times --lr-scale " + num(lr_scale) +
           ": this run does not use the lesson's recipe.\n";
   if (steps != 1000)
     md += "- This run has " + std::to_string(steps) +

@@ -31,7 +31,6 @@
 // Output in --out: prenorm_vs_postnorm.{png,csv,md,cmd.txt}.
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 
 #include "examples/common/cli.h"
@@ -57,17 +56,6 @@ struct Run {
 };
 
 constexpr size_t kWindow = 100;
-
-// A learning rate as the table, the legend and the summary print it: the fewest digits that read back as
-// the same number. num(lr, 2) printed --pre-lr 0.00125 as 0.0013, so the table showed a rate no run used and
-// the summary's "`--post-lr 0.0013` runs Post-LN at Pre-LN's rate" named another rate.
-std::string lr_text(double lr) {
-  for (int digits = 1; digits < 17; ++digits) {
-    const std::string text = num(lr, digits);
-    if (std::strtod(text.c_str(), nullptr) == lr) return text;
-  }
-  return num(lr, 17);
-}
 
 // Pre-LN against Post-LN at one depth, in one seed's runs: the paired difference (not computed when a run
 // diverged or took one step) and what the summary says after "4 layers: ".
@@ -158,8 +146,6 @@ static int run(int argc, char** argv) {
   const std::vector<uint64_t>& seeds = opt.seeds;
   const bool many = seeds.size() > 1;
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
-  const std::string adjacent = adjacent_seeds_note(seeds),
-                    adjacent_note = adjacent.empty() ? "" : " " + adjacent;
   std::printf("Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, clip 1.0, %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)dim, (long long)seq, (long long)steps,
               seed_words.c_str());
@@ -235,7 +221,8 @@ static int run(int argc, char** argv) {
         // with several seeds: "Pre-LN 4L seed 2", the first seed's curve solid, the others thin and dashed
         const std::string name = many ? r.name + " seed " + std::to_string(r.seed) : r.name;
         plot::Series s;
-        s.label = name + " (lr " + lr_text(r.lr) + ")";
+        // rates at num's 6 digits here and below: 2 printed --pre-lr 0.00125 as 0.0013, a rate no run used
+        s.label = name + " (lr " + num(r.lr) + ")";
         s.color = plot::palette(r.position == "pre" ? 0 : 1);
         if (seed_index > 0) s.width = 1.0f, s.dashed = true, s.in_legend = false;  // other_seeds_key says so
         // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
@@ -299,7 +286,7 @@ static int run(int argc, char** argv) {
   for (const std::vector<Run>& rs : by_seed)
     for (const Run& r : rs) {
       std::vector<std::string> row = {r.name,
-                                      lr_text(r.lr),
+                                      num(r.lr),
                                       r.result.nan_step >= 0 ? std::to_string(r.result.nan_step) : "-",
                                       num(r.final_loss, 4),
                                       num(r.stability, 4),
@@ -325,7 +312,7 @@ static int run(int argc, char** argv) {
         paired_rule_text(many ? "Two runs of one seed" : "Two runs", many ? "all four of a seed" : "all four",
                          kWindow) +
         "\n";
-  if (many) md += "\n" + seed_rule_text(seeds.size()) + adjacent_note + "\n";
+  if (many) md += "\n" + seed_rule_text(seeds) + "\n";
   md += many ? "\n## What the runs show\n\n" : "\n## What the run shows\n\n";
   for (size_t d = 0; d < 2; ++d) {
     const std::string layers = d == 0 ? "4" : "8";
@@ -368,14 +355,14 @@ static int run(int argc, char** argv) {
     }
   }
   if (pre_lr == post_lr)
-    md += "- Both positions run at the same learning rate (" + lr_text(pre_lr) +
+    md += "- Both positions run at the same learning rate (" + num(pre_lr) +
           "), so the difference is the norm's position alone.\n";
   else
     md +=
-        "- The two positions run at different learning rates (Pre-LN " + lr_text(pre_lr) + ", Post-LN " +
-        lr_text(post_lr) + ", " + num(pre_lr / post_lr, 3) + "x)" +
+        "- The two positions run at different learning rates (Pre-LN " + num(pre_lr) + ", Post-LN " +
+        num(post_lr) + ", " + num(pre_lr / post_lr, 3) + "x)" +
         (pre_lr == 1e-3 && post_lr == 1e-4 ? ", the lesson's recipe" : "") +
-        ", so this compares recipes. `--post-lr " + lr_text(pre_lr) +
+        ", so this compares recipes. `--post-lr " + num(pre_lr) +
         "` runs Post-LN at Pre-LN's rate and tests the lesson's \"Post-LN needs a smaller learning rate\".\n";
   if (!opt.resume.empty())
     md += "- " + runs.back().name + " " + resumed_note(runs.back().result, opt.resume, steps) + "\n";

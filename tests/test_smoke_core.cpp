@@ -4,17 +4,12 @@
 #include <cmath>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 #include "worst_error.h"
 
 using namespace ng;
 
-static double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  EXPECT_EQ(x.size(), y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = ng::test::worse(m, std::abs(x[i] - y[i]));
-  return m;
-}
+using ng::testing::max_abs_diff;  // NaN on one side only is an infinite difference
 
 // The worst error the comparisons across the suite keep: a NaN anywhere makes it NaN, and it stays NaN, so
 // EXPECT_LT(worst, tol) fails (with std::max it was dropped: a kernel writing NaN passed).

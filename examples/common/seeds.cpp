@@ -64,7 +64,9 @@ SeedSpread seed_spread(const std::vector<PairedDiff>& per_seed) {
   return s;
 }
 
-std::string seed_rule_text(size_t seeds) {
+std::string seed_rule_text(const std::vector<uint64_t>& seed_list) {
+  const size_t seeds = seed_list.size();
+  const std::string adjacent = adjacent_seeds_note(seed_list);
   return "Across the " + std::to_string(seeds) +
          " seeds, each seed's paired difference counts as one draw of the gap a seed shows. A gap counts "
          "when their mean is beyond " +
@@ -72,7 +74,8 @@ std::string seed_rule_text(size_t seeds) {
          " standard errors (Student's t with one degree of freedom fewer than the seeds; a comparison in "
          "which some seeds diverged has fewer, and its line gives its own larger t), the standard error "
          "coming from their seed-to-seed spread, or from the runs' own noise where that is larger. The "
-         "summary also counts the seeds in which each run ended lower (examples/common/seeds.h).";
+         "summary also counts the seeds in which each run ended lower (examples/common/seeds.h)." +
+         (adjacent.empty() ? "" : " " + adjacent);
 }
 
 std::string seed_text(const SeedSpread& s, const std::string& a_name, const std::string& b_name) {

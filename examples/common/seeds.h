@@ -60,8 +60,8 @@ struct SeedSpread {
 // The spread of one comparison's paired differences, one per seed.
 SeedSpread seed_spread(const std::vector<PairedDiff>& per_seed);
 
-// The summary's paragraph on the rule across seeds.
-std::string seed_rule_text(size_t seeds);
+// The summary's paragraph on the rule across seeds, ending with adjacent_seeds_note when it has one.
+std::string seed_rule_text(const std::vector<uint64_t>& seeds);
 
 // One clause for a summary, e.g.
 //   "across 3 seeds, Post-LN 4L ends lower than Pre-LN 4L by 0.018 ± 0.0012 (the mean of the seeds'
