@@ -32,8 +32,8 @@
 // (TrainerResume.Exp2AcrossProcessesIsBitwise checks it with 2 + 2). Both flags are checked before the first
 // config trains: the checkpoint is loaded into a scratch model of the last config and must come from this
 // run (the same learning rate, --seed and vocabulary), --save's folder must exist, and --save may not name
-// --data or one of the run's own files (check_checkpoint_flags, examples/common/lm_task.h). A config that
-// diverged is not saved.
+// --data, one of the run's own files, or any file already there that is not a checkpoint
+// (check_checkpoint_flags, examples/common/lm_task.h). A config that diverged is not saved.
 //
 // --seeds 42,2,7 trains the four configs once per seed (each seed its own weights and batches). The table
 // lists every seed's runs, the figure draws every seed's curve (the first solid, the others dashed), the
@@ -113,7 +113,7 @@ static int run(int argc, char** argv) {
       ->capture_default_str();
   app.get_option("--save")->description(
       "at the end, checkpoint the last config (Pre-LN + RMSNorm): weights, Adam state, data and dropout "
-      "generators, step (safetensors)");
+      "generators, step (safetensors); replaces a checkpoint at PATH, never another file");
   app.get_option("--resume")
       ->description(
           "continue the last config from a --save checkpoint up to --steps, bit for bit as if it had never "

@@ -127,7 +127,7 @@ static int run(int argc, char** argv) {
       ->capture_default_str();
   app.get_option("--save")->description(
       "at the end, checkpoint the last run (Post-LN 8L): weights, Adam state, data and dropout generators, "
-      "step (safetensors)");
+      "step (safetensors); replaces a checkpoint at PATH, never another file");
   app.get_option("--resume")
       ->description(
           "continue the last run from a --save checkpoint up to --steps, bit for bit as if it had never "

@@ -1,5 +1,8 @@
 #include "nn/checkpoint.h"
 
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -116,6 +119,28 @@ std::string read_checkpoint_config(const std::string& path) {
   return it->second;
 }
 
+bool is_checkpoint_file(const std::string& path) {
+  // bytes 0..7: N, the header's length (little-endian); bytes 8..8+N: the JSON header (io/safetensors.h).
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  unsigned char len_bytes[8];
+  if (ec || size < 8 || !in.read(reinterpret_cast<char*>(len_bytes), 8)) return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  constexpr uint64_t kMaxHeader = uint64_t(100) << 20;  // a header is a few KB; 100 MB is the spec's bound
+  if (n > size - 8 || n > kMaxHeader) return false;
+  std::string header(n, '\0');
+  if (!in.read(header.data(), std::streamsize(n))) return false;
+  const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;  // also a header that is not JSON (parse gives a "discarded" value)
+  auto meta = j.find("__metadata__");
+  if (meta == j.end() || !meta->is_object()) return false;
+  auto fmt = meta->find("format");
+  return fmt != meta->end() && fmt->is_string() && fmt->get<std::string>() == kFormat;
+}
+
 void load_checkpoint(const std::string& path, TrainState& state) {
   io::SafetensorsData data = io::load_safetensors(path);
   auto bad = [&](const auto&... parts) -> void { fail("load_checkpoint", path, ": ", parts...); };
@@ -208,6 +233,7 @@ void load_checkpoint(const std::string& path, TrainState& state) {
                            " in the file, the model has " + dtype_name(it->second.dtype()));
     }
   }
+  if (state.partial) unexpected.clear();  // the pieces this state leaves out are read past
   if (!unexpected.empty() || !problems.empty()) {
     std::ostringstream msg;
     msg << "the checkpoint does not match the training state.";

@@ -501,3 +501,88 @@ TEST(Checkpoint, LoadRefusesANullGeneratorBeforeChangingAnything) {
   EXPECT_EQ(b.model->tok_emb->weight.to_vector<double>(), weight);
   EXPECT_EQ(s.step, 0);
 }
+
+// Only the model (and the tokenizer) of a full checkpoint, as a program that samples from a trained model
+// loads it: `partial` reads past the optimizer, the generators and the step. A resume (partial false)
+// still refuses the same file into the same state, and a partial load checks what it loads as strictly.
+TEST(Checkpoint, PartialLoadTakesOnlyTheModel) {
+  TrainingRun a(5);
+  for (int i = 0; i < 2; ++i) a.train_step();
+  const std::string path = temp_path("partial.safetensors");
+  nn::save_checkpoint(path, a.state());
+
+  nn::TinyLM model(nn::TinyLMConfig::from_json(nn::read_checkpoint_config(path)));
+  nn::CharTokenizer tok;
+  nn::TrainState s;
+  s.model = &model;
+  s.tokenizer = &tok;
+  s.config_json = model.config.to_json();
+  const std::string m = error_of([&] { nn::load_checkpoint(path, s); });
+  EXPECT_NE(m.find("unexpected: optim."), std::string::npos) << m;
+  EXPECT_NE(m.find("rng.data"), std::string::npos) << m;
+
+  s.partial = true;
+  nn::load_checkpoint(path, s);
+  EXPECT_EQ(s.step, 2);
+  EXPECT_TRUE(tok == a.tok);
+  const auto wa = a.model->state_dict(), wb = model.state_dict();
+  ASSERT_EQ(wa.size(), wb.size());
+  for (size_t i = 0; i < wa.size(); ++i)
+    EXPECT_EQ(bytes_of(wa[i].second), bytes_of(wb[i].second)) << wa[i].first;
+
+  // What it loads is still checked: a model of another shape, without a config to compare, is refused
+  // by its names and shapes, and is left as it was.
+  auto c = model_config(a.tok.vocab_size());
+  c.n_layers = 1;
+  nn::TinyLM other(c);
+  const std::vector<double> before = other.tok_emb->weight.to_vector<double>();
+  nn::TrainState so;
+  so.model = &other;
+  so.partial = true;
+  const std::string mo = error_of([&] { nn::load_checkpoint(path, so); });
+  EXPECT_NE(mo.find("load_checkpoint: " + path), std::string::npos) << mo;
+  EXPECT_NE(mo.find("unexpected: blocks.1."), std::string::npos) << mo;
+  EXPECT_EQ(other.tok_emb->weight.to_vector<double>(), before);
+}
+
+// is_checkpoint_file reads the header only and answers false, never an error, for anything that is not a
+// normgrad checkpoint: the trainers ask it before a --save replaces a file that is already there.
+TEST(Checkpoint, IsCheckpointFileAnswersFromTheHeader) {
+  TrainingRun a(5);
+  const std::string path = temp_path("is_checkpoint.safetensors");
+  nn::save_checkpoint(path, a.state());
+  EXPECT_TRUE(nn::is_checkpoint_file(path));
+
+  auto write = [](const std::string& p, const std::string& bytes) { io::atomic_write_file(p, bytes); };
+  const std::string other = temp_path("other");
+  EXPECT_FALSE(nn::is_checkpoint_file(temp_path("missing")));
+  EXPECT_FALSE(nn::is_checkpoint_file(scratch.path.string()));  // a folder
+  write(other, kText);
+  EXPECT_FALSE(nn::is_checkpoint_file(other));  // text: its first 8 bytes make a length past the end
+  write(other, "");
+  EXPECT_FALSE(nn::is_checkpoint_file(other));
+  // safetensors, but not a checkpoint: no metadata, another format, a format that is not a string
+  const Tensor t = from_vector(std::vector<float>{1, 2}, Shape{2});
+  write(other, io::safetensors_serialize({{"w", t}}));
+  EXPECT_FALSE(nn::is_checkpoint_file(other));
+  write(other, io::safetensors_serialize({{"w", t}}, {{"format", "pt"}}));
+  EXPECT_FALSE(nn::is_checkpoint_file(other));
+  std::string bytes = io::safetensors_serialize({{"w", t}}, {{"format", "normgrad-checkpoint-v1"}});
+  write(other, bytes);
+  EXPECT_TRUE(nn::is_checkpoint_file(other));  // the header is all it reads
+  const size_t at = bytes.find("\"normgrad-checkpoint-v1\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 24, "[1,2,3,4,5,6,7,8,9,1000]");  // as long, and still JSON, but not a string
+  ASSERT_EQ(bytes.size(),
+            io::safetensors_serialize({{"w", t}}, {{"format", "normgrad-checkpoint-v1"}}).size());
+  write(other, bytes);
+  EXPECT_FALSE(nn::is_checkpoint_file(other));
+  // the real checkpoint cut inside its header, and with its header's JSON broken
+  const std::string full = io::read_whole_file(path, "test");
+  write(other, full.substr(0, 40));
+  EXPECT_FALSE(nn::is_checkpoint_file(other));
+  std::string broken = full;
+  broken[8] = 'x';  // the header's opening brace
+  write(other, broken);
+  EXPECT_FALSE(nn::is_checkpoint_file(other));
+}

@@ -255,9 +255,13 @@ TEST(TrainerResume, Exp2CheckpointFlagsFailBeforeAnyTraining) {
   const fs::path corrupt = dir / "corrupt.safetensors";
   write_file(corrupt, std::string(7, '\x01'));  // shorter than the 8-byte header length
   const fs::path missing = dir / "missing" / "c.safetensors";
+  const fs::path notes = dir / "notes.txt";  // a file of the user's, not a checkpoint: --save keeps off it
+  write_file(notes, "my notes\n");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {" --resume " + corrupt.string(), "error: load_safetensors: " + corrupt.string()},
       {" --save " + missing.string(), "error: --save: expected an existing folder for " + missing.string()},
+      {" --save " + notes.string(),
+       "error: --save: " + notes.string() + " exists and is not a normgrad checkpoint"},
   };
   for (const auto& [flags, error] : cases) {
     const fs::path out = dir / "out";
@@ -268,6 +272,7 @@ TEST(TrainerResume, Exp2CheckpointFlagsFailBeforeAnyTraining) {
     EXPECT_FALSE(fs::exists(out / "norm_comparison.csv")) << flags;
     fs::remove_all(out);
   }
+  EXPECT_EQ(slurp(notes), "my notes\n");
   fs::remove_all(dir);
 }
 #endif

@@ -217,6 +217,11 @@ TEST(Examples, ResumeOfAnotherRunIsAnError) {
     EXPECT_NE(msg.find("which this run reads or writes"), std::string::npos) << msg;
   }
   check_checkpoint_flags(small_config(ta), ta, small_spec(2), "", ckpt.string(), {a.string(), report_file});
+  // A file already there that is not a checkpoint (here the other corpus) is not --save's to replace.
+  const std::string msg =
+      error_of([&] { check_checkpoint_flags(small_config(ta), ta, small_spec(2), "", b.string()); });
+  EXPECT_NE(msg.find("--save: " + b.string() + " exists and is not a normgrad checkpoint"), std::string::npos)
+      << msg;
   fs::remove(a);
   fs::remove(b);
   fs::remove(ckpt);

@@ -217,6 +217,12 @@ void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, 
     for (const std::string& other : not_save_paths)
       NG_CHECK(other.empty() || !same_file(save, other), "--save", save, " is ", other,
                ", which this run reads or writes: give the checkpoint a path of its own");
+    // A file already there is replaced only when it is a checkpoint: an earlier --save, or the --resume
+    // file (that is how a run goes on in place). Anything else (a CSV, someone's notes, a model from
+    // elsewhere) is not the trainer's to overwrite.
+    NG_CHECK(!fs::exists(path, ec) || nn::is_checkpoint_file(save), "--save", save,
+             " exists and is not a normgrad checkpoint: expected a new path or an earlier checkpoint to "
+             "replace (remove the file first to reuse its name)");
   }
   if (resume.empty()) return;
   nn::TinyLM model(config);  // a scratch model of the config the checkpoint must match

@@ -89,8 +89,9 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
 // ng::Error at once rather than after the other configs have trained for minutes. It loads `resume` into a
 // scratch model of `config`, exactly as train_lm will.
 // It also refuses a --resume whose run is not this one (another learning rate, data seed or vocabulary:
-// each was silently replaced by the file's), and a --save that names a file the run reads or writes
-// (`not_save_paths`: the corpus, the report's files).
+// each was silently replaced by the file's), a --save that names a file the run reads or writes
+// (`not_save_paths`: the corpus, the report's files), and a --save onto a file already there that is not
+// a normgrad checkpoint (nn::is_checkpoint_file): an earlier checkpoint is replaced, nothing else.
 void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, const TrainSpec& spec,
                             const std::string& resume, const std::string& save,
                             const std::vector<std::string>& not_save_paths = {});
