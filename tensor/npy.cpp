@@ -171,16 +171,23 @@ void save_npy(const std::string& path, const Tensor& t) {
            ": bf16 is not a NumPy dtype; convert first with .to(DType::f32)");
   NG_CHECK(t.device().is_cpu(), "save_npy", path, ": expected a CPU tensor, got ", t.device().str());
 
-  // Header dict, then pad with spaces so that 10 + len + 1 ('\n') is a multiple of 64.
-  // Python tuple syntax: (), (5,), (2, 3)
+  // The header as np.save writes it (numpy/lib/format.py, _write_array_header and _wrap_header):
+  //   1. the dict, shape in Python tuple syntax: (), (5,), (2, 3)
+  //   2. 21 - len(str(shape[0])) spaces when there is a shape: room for the first dimension to grow in
+  //      place up to 21 digits (NumPy's GROWTH_AXIS_MAX_DIGITS)
+  //   3. pad = 64 - (10 + len + 1) % 64 spaces, then '\n', so the data starts at a multiple of 64 bytes
+  //      (10: magic, version, length; + 1: the '\n'). The pad is 1..64, never 0: NumPy adds a whole 64
+  //      when the header already ends on a boundary.
+  // Steps 2 and 3 change only the spaces: np.load reads the header whatever its padding.
   std::string shape = "(";
   for (int64_t d = 0; d < t.dim(); ++d) shape += (d ? ", " : "") + std::to_string(t.size(d));
   if (t.dim() == 1) shape += ",";
   shape += ")";
   std::string header =
       std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
+  if (t.dim() > 0) header.append(21 - std::to_string(t.size(0)).size(), ' ');
+  const size_t total = 10 + header.size() + 1;
+  header.append(64 - total % 64, ' ');
   header += '\n';
   NG_CHECK(header.size() <= 65535, "save_npy", path, ": header too long (", header.size(), " bytes)");
 

@@ -119,7 +119,7 @@ TEST_F(Npy, ReadsFilesWrittenByNumpy) {
 
 TEST_F(Npy, WritesTheSameBytesAsNumpy) {
   for (const char* name : {"numpy_f32_2x3.npy", "numpy_f64_2x1x3.npy", "numpy_f16_4.npy", "numpy_i64_5.npy",
-                           "numpy_f32_scalar.npy", "numpy_f64_0x3.npy"}) {
+                           "numpy_f32_scalar.npy", "numpy_f64_0x3.npy", "numpy_f32_15_ones.npy"}) {
     save_npy(file("mine.npy"), load_npy(kData + name));
     EXPECT_EQ(read_all(file("mine.npy")), read_all(kData + name)) << name;
   }

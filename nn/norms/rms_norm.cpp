@@ -20,7 +20,8 @@
 // Why the f32 matters: with f16 values around 300, x^2 = 9e4 is above f16's largest finite value 65504, so a
 // sum of squares in f16 is inf and the output is 0 or nan; in f32 it is fine.
 //
-// How this differs from MiniMind's `self.weight * self._norm(x.float()).type_as(x)`:
+// How this differs from MiniMind's earlier `self.weight * self._norm(x.float()).type_as(x)` (its current
+// `(self.weight * self.norm(x.float())).type_as(x)` rounds once, as here):
 //   * there, norm(x) is rounded to the half dtype FIRST, and the weight multiply then happens in low
 //     precision (weight in f16/bf16) and is rounded again: two roundings. Here: one rounding of the f32
 //     product. For bf16 (8 significant bits) the extra rounding is up to 2^-8 relative error per element.

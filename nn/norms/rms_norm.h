@@ -14,8 +14,9 @@ namespace ng::F {
 
 // x: (*, C); weight: (C) or undefined. Normalizes over the last dim. One autograd node ("RMSNormBackward").
 // f16/bf16 x: upcast to f32, compute everything (including the weight multiply) in f32, round the result
-// back to x's dtype once; the backward also runs in f32. MiniMind's `weight * norm(x.float()).type_as(x)`
-// rounds twice (the normalized x, then the product): rms_norm.cpp says how the two differ.
+// back to x's dtype once; the backward also runs in f32. MiniMind's earlier
+// `weight * norm(x.float()).type_as(x)` rounds twice (the normalized x, then the product; its current code
+// rounds once, as here): rms_norm.cpp says how the two differ.
 Tensor rms_norm(const Tensor& x, const Tensor& weight = Tensor(), double eps = 1e-5);
 
 }  // namespace ng::F

@@ -11,3 +11,6 @@ np.save(os.path.join(here, "numpy_f16_4.npy"), np.array([1.0, 65504.0, 6e-8, -2.
 np.save(os.path.join(here, "numpy_i64_5.npy"), np.array([0, -1, 2**62, -(2**63), 7], dtype=np.int64))
 np.save(os.path.join(here, "numpy_f32_scalar.npy"), np.float32(3.25))
 np.save(os.path.join(here, "numpy_f64_0x3.npy"), np.zeros((0, 3)))
+# A long shape: NumPy's spare spaces for the first dimension (21 - len(str(shape[0]))) push its header
+# past 128 bytes, to 192 (save_npy wrote 128 until stop 48).
+np.save(os.path.join(here, "numpy_f32_15_ones.npy"), np.full((1,) * 15, 2.5, dtype=np.float32))
