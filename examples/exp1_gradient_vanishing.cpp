@@ -215,6 +215,7 @@ static int run(int argc, char** argv) {
   double shrink = none.std_before[0] / none.std_before[9];
   double grad_ratio_none = none.weight_grad[0] / none.weight_grad[9];
   double grad_ratio_rms = rms.weight_grad[0] / rms.weight_grad[9];
+  double grad_ratio_ln = ln.weight_grad[0] / ln.weight_grad[9];
   // What each norm fixes by construction: LayerNorm the std, RMSNorm the root mean square.
   double ln_dev = 0, rms_dev = 0, rms_std_lo = 1e9, rms_std_hi = 0;
   for (int l = 0; l < kLayers; ++l) {
@@ -302,7 +303,8 @@ static int run(int argc, char** argv) {
       std::to_string(shrunk) + " of " + std::to_string(kLayers) + " layers" +
       (shrunk == kLayers ? ": every layer still shrinks its input, and the norm restores it.\n" : ".\n");
   md += "- Backward: with no norm the weight gradient of layer 1 is " + num(grad_ratio_none, 3) +
-        " times that of layer 10; with RMSNorm the ratio is " + num(grad_ratio_rms, 3) + ". " +
+        " times that of layer 10; with RMSNorm the ratio is " + num(grad_ratio_rms, 3) + ", with LayerNorm " +
+        num(grad_ratio_ln, 3) + ". " +
         (grad_ratio_none < 0.1 * grad_ratio_rms
              ? "The early layers of the un-normalized stack get far smaller gradients: gradient vanishing."
              : "The un-normalized stack does not show a much stronger decay of the early-layer gradients "

@@ -109,6 +109,41 @@ DepthChange compare_depths(const Run& four, const Run& eight) {
   return c;
 }
 
+// The lesson's exp3 claims two things of depth: at 4 layers the two positions are similar, and at 8 Pre-LN
+// is clearly ahead. The first is the 4-layer call (`gap4`, Pre-LN minus Post-LN). The second is a change of
+// that gap with depth: the gap curves g_k = pre_k - post_k of the two depths are paired step by step (all
+// four runs see the same batches) over the last kWindow steps, g(8) minus g(4): negative when Pre-LN gains
+// on Post-LN from 4 to 8 layers. `rs` is one seed's runs in configs' order (Pre 4, Post 4, Pre 8, Post 8).
+// "" when a run diverged or took one step.
+std::string lesson_depth_text(const std::vector<Run>& rs, const PairedDiff& gap4) {
+  int64_t first = 1;
+  for (const Run& r : rs) {
+    if (r.result.nan_step >= 0 || std::isnan(r.fell)) return "";
+    first = std::max(first, r.result.first_step);  // a resumed run may hold only its later steps
+  }
+  auto gap = [first](const Run& pre, const Run& post) {
+    std::vector<double> g;
+    for (size_t k = size_t(first - pre.result.first_step); k < pre.result.losses.size(); ++k)
+      g.push_back(pre.result.losses[k] -
+                  post.result.losses[k + size_t(pre.result.first_step - post.result.first_step)]);
+    return g;
+  };
+  const PairedDiff change = paired_diff(gap(rs[2], rs[3]), gap(rs[0], rs[1]), kWindow);
+  if (!gap4.computed() || !change.computed()) return "";
+  return std::string(
+             "the lesson has the two positions similar at 4 layers, and Pre-LN clearly ahead at 8. At 4 "
+             "layers they are ") +
+         (gap4.resolved() ? "not similar here (the gap is beyond this run's noise)"
+                          : "similar here (the gap is within this run's noise)") +
+         ". From 4 to 8 layers, Pre-LN minus Post-LN moves by " + num(change.mean, 3) + " ± " +
+         num(change.se, 2) + " (the gap curves paired over the last " + std::to_string(change.steps) +
+         " steps: " + standard_errors_text(change.mean, change.se) + " standard errors): " +
+         (!change.resolved() ? "no change beyond the runs' noise"
+          : change.mean < 0  ? "Pre-LN gains on Post-LN with depth, as the lesson says"
+                             : "Pre-LN loses ground to Post-LN with depth, against the lesson") +
+         ".";
+}
+
 }  // namespace
 
 static int run(int argc, char** argv) {
@@ -354,6 +389,9 @@ static int run(int argc, char** argv) {
           "\n";
     }
   }
+  if (const std::string t = lesson_depth_text(by_seed[0], calls[0][0].d); !t.empty())
+    md += "- " + (many ? "In seed " + std::to_string(seeds[0]) + "'s runs, t" : std::string("T")) +
+          t.substr(1) + "\n";
   if (pre_lr == post_lr)
     md += "- Both positions run at the same learning rate (" + num(pre_lr) +
           "), so the difference is the norm's position alone.\n";

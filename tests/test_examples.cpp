@@ -393,6 +393,12 @@ TEST(ExamplesPrograms, Exp1WritesItsFourFiles) {
   EXPECT_NE(md.find("is below the std after it at 10 of 10 layers: every layer still shrinks its input"),
             std::string::npos)
       << md;
+  // layer 1's weight gradient over layer 10's, for each of the three stacks (README quoted LayerNorm's
+  // before the summary computed it)
+  EXPECT_NE(md.find("weight gradient of layer 1 is 0.0151 times that of layer 10; with RMSNorm the ratio is "
+                    "1.07, with LayerNorm 5.81."),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("Command: `"), std::string::npos);
   std::string csv = slurp(dir / "gradient_vanishing.csv");
   EXPECT_EQ(csv.rfind("panel,kind,series,x,y\n", 0), 0u);

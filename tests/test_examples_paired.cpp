@@ -220,6 +220,13 @@ TEST(ExamplesPaired, Exp2SummaryRanksByThePairedDifferenceOfItsCurves) {
       extest::contains(md, verdict + paired_text(ln_post, "Pre-LN + LayerNorm", "Post-LN + LayerNorm") +
                                "; " + paired_text(rms_post, "Pre-LN + RMSNorm", "Post-LN + LayerNorm")))
       << md;
+  // NoNorm against Post-LN, the config at its learning rate (README quoted this gap before the summary had
+  // it).
+  const PairedDiff none_post = paired_diff(curves[0], post, 50);
+  EXPECT_TRUE(
+      extest::contains(md, "- NoNorm vs Post-LN (the same learning rate; the lesson has NoNorm diverging): " +
+                               paired_text(none_post, "NoNorm", "Post-LN + LayerNorm") + ".\n"))
+      << md;
   EXPECT_TRUE(extest::contains(md, "a gap counts only beyond 2.26 standard errors")) << md;
   // The lowest final loss against the next lowest, as the rule calls it.
   std::vector<size_t> order = {0, 1, 2, 3};
@@ -282,6 +289,34 @@ TEST(ExamplesPaired, Exp3SummaryRanksByThePairedDifferenceOfItsCurves) {
         << who << "\n"
         << md;
   }
+  // The lesson's claims on depth: the 4-layer gap, and how the gap moves from 4 to 8 layers (the two gap
+  // curves paired step by step).
+  auto gap = [&](int layers) {
+    const std::string panel = std::to_string(layers) + " layers: training loss",
+                      L = std::to_string(layers) + "L";
+    const std::vector<double> pre = curve_of(rows, panel, "Pre-LN " + L),
+                              post = curve_of(rows, panel, "Post-LN " + L);
+    std::vector<double> g;
+    for (size_t k = 0; k < pre.size(); ++k) g.push_back(pre[k] - post[k]);
+    return g;
+  };
+  const PairedDiff gap4 = paired_diff(curve_of(rows, "4 layers: training loss", "Pre-LN 4L"),
+                                      curve_of(rows, "4 layers: training loss", "Post-LN 4L"), 100);
+  const PairedDiff change = paired_diff(gap(8), gap(4), 100);
+  ASSERT_TRUE(change.computed());
+  EXPECT_TRUE(extest::contains(
+      md, std::string("At 4 layers they are ") + (gap4.resolved() ? "not similar" : "similar") + " here"))
+      << md;
+  EXPECT_TRUE(
+      extest::contains(md, "From 4 to 8 layers, Pre-LN minus Post-LN moves by " +
+                               ng::examples::num(change.mean, 3) + " ± " + ng::examples::num(change.se, 2) +
+                               " (the gap curves paired over the last " + std::to_string(steps) + " steps: "))
+      << md;
+  EXPECT_TRUE(extest::contains(md, !change.resolved() ? "no change beyond the runs' noise"
+                                   : change.mean < 0
+                                       ? "Pre-LN gains on Post-LN with depth, as the lesson says"
+                                       : "Pre-LN loses ground to Post-LN with depth, against the lesson"))
+      << md;
   extest::fs::remove_all(dir);
 }
 #endif
