@@ -16,6 +16,7 @@
 # CI runs it after the release suite (.ci/run). Any report fails the test that caused it:
 # -fno-sanitize-recover=undefined makes UBSan abort, and ASan/LSan exit non-zero.
 set -euo pipefail
+unset CDPATH  # an exported CDPATH sends a relative `cd` elsewhere
 cd "$(dirname "$0")/.."
 bash scripts/clang_deps.sh --openmp  # clang, its sanitizer runtimes and its OpenMP
 disabled=$(bash scripts/hwy_targets.sh)

@@ -9,6 +9,7 @@
 #
 # N is the installed clang's major version, or else the one the `clang` package depends on (clang-N).
 set -euo pipefail
+unset CDPATH  # an exported CDPATH sends a relative `cd` elsewhere
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh clang
 major=$(clang -dumpversion 2>/dev/null | cut -d. -f1 || true)

@@ -14,6 +14,7 @@
 # The targets run at the same time (each is one process; -max_total_time bounds each one's wall time), so
 # the whole run takes about FUZZ_SECONDS, not three times that. Each target's log is build/fuzz/<target>.log.
 set -euo pipefail
+unset CDPATH  # an exported CDPATH sends a relative `cd` elsewhere
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 targets=${FUZZ_TARGETS:-"fuzz_npy fuzz_safetensors fuzz_tokenizer"}

@@ -2,6 +2,7 @@
 # Download TinyShakespeare (1,115,394 bytes, public domain) into data/ and check its sha256.
 # The experiments read it with --data data/tinyshakespeare.txt (the default).
 set -euo pipefail
+unset CDPATH  # an exported CDPATH sends a relative `cd` elsewhere
 cd "$(dirname "$0")/.."
 url="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 want="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"

@@ -22,6 +22,7 @@
 # barrier before repacking B gave wrong products and no report; built for SSE4 the same mutant gave 42
 # reports (stop 40). Every x86-64 machine CI runs on has SSE4.
 set -euo pipefail
+unset CDPATH  # an exported CDPATH sends a relative `cd` elsewhere
 cd "$(dirname "$0")/.."
 bash scripts/clang_deps.sh --openmp  # the TSan runtime; libomp and Archer
 # SSE4 as the compiler's own target where the CPU allows: no portable baseline beside it (stop 41).
