@@ -94,6 +94,11 @@ void check_input(const std::vector<Tensor>& inputs, size_t i) {
 
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& opt) {
+  // A negative rtol or atol made the tolerance negative, so every |error| / tolerance was <= 1 and a wrong
+  // backward PASSED; eps 0 or NaN gave a NaN numeric derivative.
+  NG_CHECK(opt.eps > 0 && std::isfinite(opt.eps), "gradcheck", "expected a finite eps > 0, got ", opt.eps);
+  NG_CHECK(opt.atol >= 0 && opt.rtol >= 0 && std::isfinite(opt.atol) && std::isfinite(opt.rtol), "gradcheck",
+           "expected finite tolerances atol, rtol >= 0, got atol ", opt.atol, ", rtol ", opt.rtol);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined() && inputs[i].requires_grad()) check_input(inputs, i);
 

@@ -12,7 +12,9 @@
 namespace ng {
 
 RopeTables rope_tables(int64_t T, int64_t HS, double theta, DType dtype) {
-  NG_CHECK(HS > 0 && HS % 2 == 0, "rope", "head size must be even, got ", HS);
+  NG_CHECK(HS > 0 && HS % 2 == 0, "rope", "expected a positive even head size, got ", HS);
+  NG_CHECK(is_floating(dtype), "rope", "expected a floating dtype for the cos/sin tables, got ",
+           dtype_name(dtype));
   NG_CHECK(theta > 0 && std::isfinite(theta), "rope", "expected a finite theta > 0, got ", theta);
   const int64_t half = HS / 2;
   NG_CHECK(T >= 0 && T <= std::numeric_limits<int64_t>::max() / half, "rope",

@@ -248,6 +248,29 @@ TEST(Gradcheck, CatchesAWrongBackward) {
   EXPECT_TRUE(good.ok) << good.message();
 }
 
+// Options that make the check unable to fail, or meaningless: a negative rtol made the tolerance negative, so
+// the wrong backward of CatchesAWrongBackward PASSED; eps 0 gave NaN numeric derivatives.
+TEST(Gradcheck, RefusesOptionsThatCannotFail) {
+  Tensor x = tensor({0.1, -3.0}, DType::f64).requires_grad_();
+  auto f = [](const std::vector<Tensor>& in) { return mul(in[0], in[0]); };
+  GradcheckOptions o;
+  o.rtol = -1e-3;
+  expect_error([&] { gradcheck(f, {x}, o); },
+               {"gradcheck: expected finite tolerances atol, rtol >= 0, got atol 1e-05, rtol -0.001"});
+  o = GradcheckOptions();
+  o.atol = NAN;
+  expect_error([&] { gradcheck(f, {x}, o); }, {"gradcheck: expected finite tolerances", "atol nan"});
+  for (double eps : {0.0, -1e-6, double(NAN), double(INFINITY)}) {
+    o = GradcheckOptions();
+    o.eps = eps;
+    expect_error([&] { gradcheck(f, {x}, o); }, {"gradcheck: expected a finite eps > 0, got "});
+  }
+  o = GradcheckOptions();
+  o.atol = 0;
+  o.rtol = 0;  // allowed: only an exact match passes
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], 2.0); }, {x}, o).ok);
+}
+
 TEST(Gradcheck, RejectsF32Inputs) {
   Tensor x = ones({2}).requires_grad_();
   expect_error([&] { gradcheck([](const std::vector<Tensor>& in) { return in[0]; }, {x}); },

@@ -101,7 +101,13 @@ TEST(Rope, Errors) {
               std::string::npos)
         << e.what();
   }
-  expect_error([] { rope_tables(4, 5, 1e6, DType::f32); }, {"rope: head size must be even, got 5"});
+  expect_error([] { rope_tables(4, 5, 1e6, DType::f32); },
+               {"rope: expected a positive even head size, got 5"});
+  expect_error([] { rope_tables(4, -2, 1e6, DType::f32); },
+               {"rope: expected a positive even head size, got -2"});
+  // i64 tables were cos and sin truncated to 1 and 0
+  expect_error([] { rope_tables(2, 8, 1e4, DType::i64); },
+               {"rope: expected a floating dtype for the cos/sin tables, got i64"});
   expect_error([] { rope_tables(4, 4, INFINITY, DType::f32); },
                {"rope: expected a finite theta > 0, got inf"});
   expect_error([] { rope_tables(4, 4, -2.0, DType::f32); }, {"rope: expected a finite theta > 0, got -2"});

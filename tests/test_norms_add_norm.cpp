@@ -129,6 +129,11 @@ TEST(AddNorm, ErrorsNameTheFusedOp) {
   expect_error([&] { F::add_rms_norm(x, a, 1.0, ones({8}, DType::f64)); },
                {"add_rms_norm: weight has dtype f64, expected f32"});
   expect_error([&] { F::add_rms_norm(x, a, 1.0, Tensor(), 0.0); }, {"add_rms_norm", "eps"});
+  // A non-finite alpha made every output NaN, silently (the unfused ops give the same NaN).
+  expect_error([&] { F::add_layer_norm(x, a, NAN, {8}); },
+               {"add_layer_norm: expected a finite alpha (x + alpha * a), got nan"});
+  expect_error([&] { F::add_rms_norm(x, a, INFINITY); },
+               {"add_rms_norm: expected a finite alpha (x + alpha * a), got inf"});
 }
 
 TEST(AddNorm, PostLNAndDeepNormBlocksUseItAndMatchTheUnfusedFormula) {

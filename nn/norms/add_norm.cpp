@@ -6,6 +6,7 @@
 #include "nn/norms/add_norm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "autograd/function.h"
@@ -185,6 +186,7 @@ namespace F {
 Tensor add_layer_norm(const Tensor& x, const Tensor& a, double alpha, const Shape& normalized_shape,
                       const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "add_layer_norm";
+  NG_CHECK(std::isfinite(alpha), op, "expected a finite alpha (x + alpha * a), got ", alpha);
   if (!fusable(x, a)) return layer_norm(unfused_sum(x, a, alpha), normalized_shape, weight, bias, eps);
   const int64_t n =
       norms::check_layer_norm_args(x, normalized_shape, weight, bias, eps, op);  // as F::layer_norm
@@ -193,6 +195,7 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& a, double alpha, const Shap
 
 Tensor add_rms_norm(const Tensor& x, const Tensor& a, double alpha, const Tensor& weight, double eps) {
   const char* op = "add_rms_norm";
+  NG_CHECK(std::isfinite(alpha), op, "expected a finite alpha (x + alpha * a), got ", alpha);
   if (!fusable(x, a)) return rms_norm(unfused_sum(x, a, alpha), weight, eps);
   const int64_t n = norms::check_rms_norm_args(x, weight, eps, op);  // as F::rms_norm
   return add_norm(Norm::rms, x, a, alpha, n, Shape{n}, weight, Tensor(), eps, op);
