@@ -313,7 +313,7 @@ static int run(int argc, char** argv) {
       "\nConverged = no NaN/Inf and the final loss (mean of the last 50 steps) at least 20% below the mean "
       "of the first 10 (under 60 steps: of the first and last parts, which never overlap).\n\n" +
       paired_rule_text(many ? "Two configs of one seed" : "Two configs",
-                       many ? "all four of a seed" : "every config", kFinalWindow) +
+                       many ? "all four of a seed" : "all four configs", kFinalWindow) +
       "\n\n" +
       (many ? seed_rule_text(seeds) + "\n\n## What seed " + std::to_string(seeds[0]) + "'s run shows\n\n"
             : std::string("## What the run shows\n\n"));

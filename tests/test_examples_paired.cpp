@@ -228,6 +228,10 @@ TEST(ExamplesPaired, Exp2SummaryRanksByThePairedDifferenceOfItsCurves) {
                                paired_text(none_post, "NoNorm", "Post-LN + LayerNorm") + ".\n"))
       << md;
   EXPECT_TRUE(extest::contains(md, "a gap counts only beyond 2.26 standard errors")) << md;
+  // (stop 46's shared paragraph said "every config see the same batches")
+  EXPECT_TRUE(
+      extest::contains(md, "ranked by their paired difference: all four configs see the same batches"))
+      << md;
   // The lowest final loss against the next lowest, as the rule calls it.
   std::vector<size_t> order = {0, 1, 2, 3};
   auto mean = [](const std::vector<double>& v) {
