@@ -151,6 +151,43 @@ TEST(NormOverflow, HugeGroupsGiveTheOutputOfTheSameGroupsScaledDown) {
   EXPECT_GE(ran, 1);
 }
 
+// Values near the largest float, of both signs: here not only the squares overflow but the sums, and x - mean
+// itself (3e38 - (-3e38)). GroupNorm's bf16 pairs kept a group whose mean was inf (its NaN variance was
+// clamped to 0, so rstd looked usable) and wrote -inf and NaN; BatchNorm's output pass computed x - mean in
+// float and wrote -inf for a channel of -3e38 and 3e38. Both forward outputs must be the scaled-down ones.
+TEST(NormOverflow, ValuesNearTheLargestFloatOfBothSigns) {
+  const double eps = 1e-5, s = 2e38;  // x1 in [-1.6, 1.6): |x| up to 3.2e38, spreads up to 6.4e38
+  const int ran = ng::testing::for_each_target([&] {
+    for (const Case& c : cases()) {
+      for (DType dt : {DType::f32, DType::bf16}) {
+        for (norms::Impl impl : {norms::Impl::reference, norms::Impl::fast}) {
+          const std::string what =
+              c.name() + " " + dtype_name(dt) + (impl == norms::Impl::fast ? " fast" : " ref");
+          Generator gen(11);
+          std::vector<double> v = uniform(c.shape, -1.6, 1.6, gen, DType::f64).to_vector<double>();
+          for (double& e : v) e *= s;
+          Tensor x = from_vector(v, c.shape, DType::f64).to(dt);
+          std::vector<double> down = x.to_vector<double>();
+          for (double& e : down) e /= s;
+          const int64_t na = c.shape[1];
+          const DType acc = DType::f32;
+          Tensor w = randn({na}, gen, acc, 1.0, 0.5),
+                 b = c.kind == Kind::rms ? Tensor() : randn({na}, gen, acc);
+          const norms::NormStats got = forward(c, x, w, b, eps, impl);
+          const norms::NormStats want =
+              forward(c, from_vector(down, c.shape, DType::f64), w.to(DType::f64),
+                      b.defined() ? b.to(DType::f64) : Tensor(), scaled_eps(eps, s), norms::Impl::reference);
+          const std::vector<double> y = got.y.to_vector<double>(), yw = want.y.to_vector<double>();
+          const double tol = dt == DType::f32 ? 2e-5 : 2e-2;
+          for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_NEAR(y[i], yw[i], tol * (1 + std::abs(yw[i]))) << what << ", value " << i;
+        }
+      }
+    }
+  });
+  EXPECT_GE(ran, 1);
+}
+
 // Through autograd: the forward as above, and dx = dx(x1) / s, dweight and dbias those of x1, with every
 // group huge.
 TEST(NormOverflow, GradientsOfHugeInputsAreTheGradientsOfTheInputsScaledDown) {

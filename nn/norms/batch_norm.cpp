@@ -980,6 +980,7 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
     // (wide_rs[c] > 0): its var may have no double.
     std::vector<A> hi(static_cast<size_t>(C)), scale(hi.size()), shift(hi.size());
     std::vector<double> wide_rs;
+    std::vector<int64_t> far_channels;  // (below)
     auto finish = [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const double rs = !wide_rs.empty() && wide_rs[c] > 0 ? wide_rs[c] : 1.0 / std::sqrt(var[c] + eps);
@@ -1018,6 +1019,12 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
         count += nb;
       }
       wide_rs.assign(static_cast<size_t>(C), 0.0);
+      // A channel whose values lie so far apart that x - mean can pass the compute type's largest value
+      // (float: finite x near +-3e38 of both signs) would get +-inf from the output pass below, though its
+      // y is O(1). Its largest |x - mean| is at most sqrt(M2) = sqrt(var * count); such a channel's output
+      // is written again in double after that pass (as the reference loop does it).
+      const double far_limit = double(std::numeric_limits<A>::max()) / 2;
+      std::vector<char> far(static_cast<size_t>(C), 0);
       parallel_for(C, 512, [&](int64_t c0, int64_t c1) {
         std::vector<double> mu(static_cast<size_t>(c1 - c0), 0.0), m2(mu.size(), 0.0);
         for (int64_t k = 0; k < chunks.count; ++k)
@@ -1027,11 +1034,16 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
           mean[c0 + c] = mu[c];
           var[c0 + c] = m2[c] / count;
         }
-        for (int64_t c = c0; c < c1; ++c)
+        for (int64_t c = c0; c < c1; ++c) {
           if (!std::isfinite(mean[c]) || !std::isfinite(var[c]))  // rstd would be 0 or NaN
             batch_norm_channel_scaled(px, N, C, S, c, eps, mean[c], var[c], wide_rs[c]);
+          far[c] = std::sqrt(var[c]) * std::sqrt(count) > far_limit;
+        }
         finish(c0, c1);
       });
+      far_channels.clear();
+      for (int64_t c = 0; c < C; ++c)
+        if (far[c]) far_channels.push_back(c);
     }
 
     // output: y = fma(x - hi, scale, b0)
@@ -1039,6 +1051,14 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
       NG_NORM_SIMD_CALL(T, BatchNormApply, hwy_ptr(px), hwy_ptr(py), n0, n1, C, S, hi.data(), scale.data(),
                         shift.data());
     });
+    // the far channels (above), again: y = (x - mean) * rstd * w + b in double
+    for (const int64_t c : far_channels) {
+      const double rs = wide_rs[c] > 0 ? wide_rs[c] : 1.0 / std::sqrt(var[c] + eps);
+      const double w = pw ? double(pw[c]) : 1.0, b = pb ? double(pb[c]) : 0.0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = (n * C + c) * S; i < (n * C + c + 1) * S; ++i)
+          py[i] = store_acc<T>(A((load_acc<double>(px[i]) - mean[c]) * rs * w + b));
+    }
   });
   return s;
 }

@@ -810,7 +810,12 @@ HWY_INLINE void PairStatistics(D d, hn::Vec<D> vd, hn::Vec<D> m2, double eps, co
   const auto bad =
       hn::Or(hn::Lt(hn::Mul(var, hn::Set(d, kPairTrust)), hn::Mul(vd, vd)), hn::Not(hn::IsFinite(var)));
   if (HWY_UNLIKELY(!hn::AllFalse(d, bad))) var = hn::IfThenElse(bad, centred(vd), var);
-  vrs = RsqrtNewton(d, hn::Add(hn::Max(var, hn::Zero(d)), hn::Set(d, float(eps))));
+  // var < 0 (rounding) is clamped to 0, but a NaN var must stay NaN: it is how a group whose sums overflowed
+  // (|x| near float's max: the mean itself inf) reaches the repair (wide_stats.h) through an unusable rstd.
+  // Max(var, 0) gave 0 for a NaN on x86 (maxps returns its second operand), so such a group kept rstd
+  // 1/sqrt(eps), mean inf and an output of -inf and NaN.
+  const auto zero = hn::Zero(d);
+  vrs = RsqrtNewton(d, hn::Add(hn::IfThenElse(hn::Lt(var, zero), zero, var), hn::Set(d, float(eps))));
   vdr = hn::Neg(hn::Mul(vd, vrs));
 }
 
