@@ -94,7 +94,8 @@ std::string safetensors_serialize(const nn::NamedTensors& tensors,
     NG_CHECK(names.insert(name).second, "save_safetensors", "tensor name '", name,
              "' appears twice, expected every name once");
     NG_CHECK(t.defined(), "save_safetensors", "tensor '", name, "' is undefined");
-    NG_CHECK(t.device().is_cpu(), "save_safetensors", "tensor '", name, "' is not on the CPU");
+    NG_CHECK(t.device().is_cpu(), "save_safetensors", "tensor '", name, "' is on ", t.device().str(),
+             ", expected a CPU tensor (copy it to the CPU first)");
     Tensor c = t.contiguous();
     const uint64_t nbytes = uint64_t(c.numel()) * dtype_size(c.dtype());
     ordered_json shape = ordered_json::array();

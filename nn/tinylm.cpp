@@ -66,7 +66,8 @@ void TinyLMConfig::validate() const {
            dim, ", ", n_layers, ", ", n_heads);
   NG_CHECK(position == "rope" || position == "learned" || position == "none", op, "unknown position '",
            position, "', expected rope, learned or none");
-  NG_CHECK(position != "learned" || max_seq_len > 0, op, "learned positions need max_seq_len > 0");
+  NG_CHECK(position != "learned" || max_seq_len > 0, op, "learned positions need max_seq_len > 0, got ",
+           max_seq_len);
   NG_CHECK(dropout >= 0 && dropout < 1, op, "dropout must be in [0, 1), got ", dropout);
   // checked here, not only at the first forward (rope_tables): a checkpoint's config is refused on load
   NG_CHECK(position != "rope" || (rope_theta > 0 && std::isfinite(rope_theta)), op,

@@ -42,9 +42,9 @@ Tensor empty_like(const Tensor& t) {
 }
 
 Tensor arange(double start, double end, double step, DType dtype) {
-  NG_CHECK(step != 0, "arange", "step must be non-zero");
+  NG_CHECK(step != 0, "arange", "expected a non-zero step, got 0 (start ", start, ", end ", end, ")");
   NG_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
-           "start, end and step must be finite");
+           "expected finite start, end and step, got start ", start, ", end ", end, ", step ", step);
   // The count as a double first: converting one past 2^63 (arange(0, 1e30)) to int64_t is undefined, and
   // x86 gave INT64_MIN, clamped to an empty tensor without a word.
   const double count = std::ceil((end - start) / step);

@@ -111,7 +111,7 @@ TEST(ErrorsOps, CatAndStackRejectMismatchedInputs) {
 TEST(ErrorsOps, FactoriesRejectBadArguments) {
   EXPECT_ERROR(zeros({2, -1}), "empty: sizes must be non-negative", "(2, -1)");
   EXPECT_ERROR(from_vector(std::vector<double>{1, 2, 3}, {2, 2}), "from_vector: got 3");
-  EXPECT_ERROR(arange(0.0, 1.0, 0.0), "arange: step must be non-zero");
+  EXPECT_ERROR(arange(0.0, 1.0, 0.0), "arange: expected a non-zero step, got 0");
   // Ends the dtype cannot hold: i64 past 2^63 (was INT64_MIN, undefined) and a half dtype past its largest
   // finite value (was inf). Either end is checked; the values between lie between them.
   EXPECT_ERROR(arange(-1e30, -0.99e30, 1e28, DType::i64), "arange: cannot convert -1e+30 (f64) to i64");

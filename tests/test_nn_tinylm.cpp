@@ -58,6 +58,8 @@ TEST(TinyLM, StructureNamesAndTying) {
         learned(zeros({1, 5}, DType::i64));
       },
       {"TinyLM: sequence length 5 exceeds max_seq_len 4 of the learned position table"});
+  c.max_seq_len = 0;
+  expect_error([&] { nn::TinyLM none(c); }, {"learned positions need max_seq_len > 0, got 0"});
   expect_error([&] { m(zeros({1, 5})); }, {"TinyLM: expected tokens (B, T) of dtype i64, got f32 (1, 5)"});
 }
 

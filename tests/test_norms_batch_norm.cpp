@@ -87,7 +87,24 @@ TEST(BatchNorm, MomentumNoneIsCumulativeAverage) {
       [&] {
         F::batch_norm(randn({4, 2}), m, v, Tensor(), Tensor(), true, std::nullopt);
       },
-      {"batch_norm: momentum = none (cumulative average) needs num_batches_tracked"});
+      {"batch_norm: momentum = none (cumulative average) needs num_batches_tracked, one count, got none"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({4, 2}), m, v, Tensor(), Tensor(), true, std::nullopt, 1e-5, zeros({2}));
+      },
+      {"batch_norm: momentum = none (cumulative average) needs num_batches_tracked, one count, got "
+       "shape (2)"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({4, 2}), m, v, Tensor(), Tensor(), true, std::nullopt, 1e-5, zeros({}));
+      },
+      {"needs num_batches_tracked >= 1 (counting this batch), got 0"});
+  expect_error(
+      [&] {
+        F::batch_norm(randn({4, 2}), m, Tensor(), Tensor(), Tensor(), true);
+      },
+      {"batch_norm: expected both running_mean and running_var, or neither, got running_mean without "
+       "running_var"});
   Tensor nbt = full({}, 1.0, DType::i64);
   F::batch_norm(tensor({{1.0, 2.0}, {3.0, 6.0}}), m, v, Tensor(), Tensor(), true, std::nullopt, 1e-5, nbt);
   EXPECT_NEAR(m.to_vector<double>()[1], 4.0, 1e-6);  // factor 1 / 1: the batch itself

@@ -178,8 +178,9 @@ TEST(Factory, Errors) {
   expect_error([] { empty({int64_t(1) << 52}); },
                {"Storage: out of memory allocating 18014398509481984 bytes"});
 #endif
-  expect_error([] { arange(0.0, 1.0, 0.0); }, {"arange: step must be non-zero"});
-  expect_error([] { arange(0.0, INFINITY); }, {"arange: start, end and step must be finite"});
+  expect_error([] { arange(0.0, 1.0, 0.0); }, {"arange: expected a non-zero step, got 0 (start 0, end 1)"});
+  expect_error([] { arange(0.0, INFINITY); },
+               {"arange: expected finite start, end and step, got start 0, end inf, step 1"});
   expect_error(
       [] {
         from_vector(std::vector<double>{1, 2, 3}, {2, 2});

@@ -284,6 +284,12 @@ TEST(Views, Errors) {
       },
       {"stack: tensor 1 has shape (2, 3, 5), expected (2, 3, 4) like tensor 0"});
   expect_error([&] { stack({x}, 4); }, {"stack: dim 4 is out of range"});
+  // (the dtype was found by the cat inside, which named itself)
+  expect_error(
+      [&] {
+        stack({x, x.to(DType::f64)}, 0);
+      },
+      {"stack: tensor 1 has dtype f64, expected f32 like tensor 0"});
   expect_error([&] { x.size(3); }, {"Tensor::size: dim 3 is out of range"});
   expect_error([&] { x.stride(-4); }, {"Tensor::stride: dim -4 is out of range"});
 }

@@ -1203,7 +1203,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   // an error naming both, and a device x is refused here rather than read as host memory.
   if (on_device({x, weight, bias, running_mean, running_var}, op)) check_cpu(x, op);
   NG_CHECK(running_mean.defined() == running_var.defined(), op,
-           "expected both running_mean and running_var, or neither");
+           "expected both running_mean and running_var, or neither, got ",
+           running_mean.defined() ? "running_mean without running_var" : "running_var without running_mean");
   NG_CHECK(training || running_mean.defined(), op,
            "eval mode (training = false) normalizes with running_mean and running_var, but none were given");
   const int64_t M = N * S;
@@ -1238,8 +1239,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     if (momentum) {
       factor = *momentum;
     } else {
-      NG_CHECK(num_batches_tracked.defined() && num_batches_tracked.item() >= 1, op,
-               "momentum = none (cumulative average) needs num_batches_tracked >= 1 (counting this batch)");
+      NG_CHECK(num_batches_tracked.defined() && num_batches_tracked.numel() == 1, op,
+               "momentum = none (cumulative average) needs num_batches_tracked, one count, got ",
+               num_batches_tracked.defined() ? "shape " + shape_str(num_batches_tracked.shape()) : "none");
+      NG_CHECK(num_batches_tracked.item() >= 1, op,
+               "momentum = none (cumulative average) needs num_batches_tracked >= 1 (counting this batch), got ",
+               num_batches_tracked.item());
       factor = 1.0 / num_batches_tracked.item();
     }
     std::vector<double> bmean = fwd.mean.to_vector<double>(), bvar = fwd.var.to_vector<double>();

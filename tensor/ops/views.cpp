@@ -335,6 +335,8 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t d) {
              ts[0].device().str(), " (tensor 0) and ", ts[i].device().str(), " (tensor ", i, ")");
     NG_CHECK(ts[i].shape() == ts[0].shape(), "stack", "tensor ", i, " has shape ", shape_str(ts[i].shape()),
              ", expected ", shape_str(ts[0].shape()), " like tensor 0");
+    NG_CHECK(ts[i].dtype() == ts[0].dtype(), "stack", "tensor ", i, " has dtype ", dtype_name(ts[i].dtype()),
+             ", expected ", dtype_name(ts[0].dtype()), " like tensor 0");
     us.push_back(ts[i].unsqueeze(d));
   }
   return cat(us, d);
