@@ -1242,9 +1242,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       NG_CHECK(num_batches_tracked.defined() && num_batches_tracked.numel() == 1, op,
                "momentum = none (cumulative average) needs num_batches_tracked, one count, got ",
                num_batches_tracked.defined() ? "shape " + shape_str(num_batches_tracked.shape()) : "none");
-      NG_CHECK(num_batches_tracked.item() >= 1, op,
-               "momentum = none (cumulative average) needs num_batches_tracked >= 1 (counting this batch), got ",
-               num_batches_tracked.item());
+      NG_CHECK(
+          num_batches_tracked.item() >= 1, op,
+          "momentum = none (cumulative average) needs num_batches_tracked >= 1 (counting this batch), got ",
+          num_batches_tracked.item());
       factor = 1.0 / num_batches_tracked.item();
     }
     std::vector<double> bmean = fwd.mean.to_vector<double>(), bvar = fwd.var.to_vector<double>();
