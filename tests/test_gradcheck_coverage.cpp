@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "block_test_util.h"
 #include "normgrad.h"
 #include "ops_test_util.h"
 #include "simd_targets.h"
@@ -33,6 +34,7 @@ using ng::testing::expect_gradcheck;
 using ng::testing::for_each_target;
 using ng::testing::leaf;
 using ng::testing::noncontig_leaf;
+using ng::testing::small_block;
 
 namespace {
 
@@ -685,24 +687,6 @@ TEST(AttentionCoverage, GradcheckDropoutInTrainingAndCausalWithoutRope) {
         a, randn({1, 5, 8}, g, DType::f64).requires_grad_(), [] {}, "attention causal, no RoPE");
   }
 }
-
-namespace {
-
-nn::BlockConfig small_block(const std::string& position, const std::string& norm) {
-  nn::BlockConfig b;
-  b.attn.dim = 8;
-  b.attn.n_heads = 2;
-  b.attn.rope_theta = 100.0;
-  b.ffn.dim = 8;
-  b.ffn.kind = "mlp";
-  b.ffn.hidden = 16;
-  b.norm_position = position;
-  b.norm = norm;
-  b.n_layers = 4;
-  return b;
-}
-
-}  // namespace
 
 // Post-LN and DeepNorm with RMSNorm (the fused add_rms_norm inside a block: the other file runs both with
 // LayerNorm only); an MLP with GELU and no biases; dropout in the FFN and the attention, in training.

@@ -6,26 +6,14 @@
 #include <cmath>
 
 #include "normgrad.h"
+#include "block_test_util.h"
 #include "ops_test_util.h"
 
 using namespace ng;
 using ng::testing::expect_error;
+using ng::testing::small_block;
 
 namespace {
-
-nn::BlockConfig small_block(const std::string& position, const std::string& norm) {
-  nn::BlockConfig b;
-  b.attn.dim = 8;
-  b.attn.n_heads = 2;
-  b.attn.rope_theta = 100.0;
-  b.ffn.dim = 8;
-  b.ffn.kind = "mlp";
-  b.ffn.hidden = 16;
-  b.norm_position = position;
-  b.norm = norm;
-  b.n_layers = 4;
-  return b;
-}
 
 void gradcheck_module(nn::Module& m, const Shape& x_shape, const std::string& what) {
   Generator g(5);
