@@ -122,10 +122,11 @@ std::string lesson_depth_text(const std::vector<Run>& rs, const PairedDiff& gap4
     first = std::max(first, r.result.first_step);  // a resumed run may hold only its later steps
   }
   auto gap = [first](const Run& pre, const Run& post) {
+    // step t is losses[t - first_step] of each run; all four end at the same step
+    auto at = [](const Run& r, int64_t t) { return r.result.losses[size_t(t - r.result.first_step)]; };
+    const int64_t last = pre.result.first_step + int64_t(pre.result.losses.size()) - 1;
     std::vector<double> g;
-    for (size_t k = size_t(first - pre.result.first_step); k < pre.result.losses.size(); ++k)
-      g.push_back(pre.result.losses[k] -
-                  post.result.losses[k + size_t(pre.result.first_step - post.result.first_step)]);
+    for (int64_t t = first; t <= last; ++t) g.push_back(at(pre, t) - at(post, t));
     return g;
   };
   const PairedDiff change = paired_diff(gap(rs[2], rs[3]), gap(rs[0], rs[1]), kWindow);
