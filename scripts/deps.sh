@@ -2,7 +2,9 @@
 # Install normgrad's build dependencies from Debian when they are missing (sudo only when not root).
 set -euo pipefail
 # OpenMP comes with g++ (libgomp); bench/ is self-contained (no Google Benchmark).
-pkgs=(cmake ninja-build g++ libhwy-dev libgtest-dev libstb-dev libcli11-dev nlohmann-json3-dev)
+# python3: the test of the benchmark's scripts (BenchScripts.BadInputAndMedians), which CMake leaves out of
+# the suite where it finds no Python (a fresh minimal Debian has none).
+pkgs=(cmake ninja-build g++ libhwy-dev libgtest-dev libstb-dev libcli11-dev nlohmann-json3-dev python3)
 pkgs+=("$@")  # extra packages a caller needs (scripts/fuzz.sh: clang and its libFuzzer runtime)
 if ! command -v dpkg-query >/dev/null; then
   # Not Debian: nothing to check or install with. Go on; CMake names whatever it cannot find.
