@@ -230,7 +230,13 @@ TEST(Views, Errors) {
         x.permute({0, 1});
       },
       {"permute: expected 3 dims for a tensor of shape (2, 3, 4), got 2"});
-  expect_error([&] { x.permute({0, 1, 1}); }, {"permute: dim 1 appears twice in the permutation"});
+  expect_error(
+      [&] {
+        x.permute({0, 1, 1});
+      },
+      {"permute: dim 1 appears twice in the permutation (0, 1, 1) (negative dims counted from the end): "
+       "expected each of 0..2 once"});
+  expect_error([&] { x.permute({0, -1, 2}); }, {"dim 2 appears twice in the permutation (0, -1, 2)"});
   expect_error([&] { x.permute({0, 1, 3}); }, {"permute: dim 3 is out of range for a tensor with 3 dims"});
   expect_error([&] { x.transpose(0, 3); }, {"transpose: dim 3 is out of range"});
   expect_error([&] { x.narrow(1, 2, 2); }, {"narrow: window [2, 4) is out of range for dim 1 of size 3"});

@@ -136,7 +136,8 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   Strides st(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
     p[i] = wrap_dim(dims[i], dim(), "permute");
-    NG_CHECK(!seen[p[i]], "permute", "dim ", p[i], " appears twice in the permutation");
+    NG_CHECK(!seen[p[i]], "permute", "dim ", p[i], " appears twice in the permutation ", shape_str(dims),
+             " (negative dims counted from the end): expected each of 0..", dim() - 1, " once");
     seen[p[i]] = true;
     s[i] = shape()[p[i]];
     st[i] = strides()[p[i]];
