@@ -105,6 +105,14 @@ TEST(BatchNorm, MomentumNoneIsCumulativeAverage) {
       },
       {"batch_norm: expected both running_mean and running_var, or neither, got running_mean without "
        "running_var"});
+  // The module's counter below 0 (a corrupt state): named as such, not as a momentum out of [0, 1].
+  nn::BatchNorm1d corrupt(2, 1e-5, std::nullopt);
+  corrupt.num_batches_tracked.fill_(-1);
+  expect_error(
+      [&] {
+        corrupt(randn({4, 2}));
+      },
+      {"BatchNorm1d: num_batches_tracked is -1, expected a count >= 0 (a corrupt state?)"});
   Tensor nbt = full({}, 1.0, DType::i64);
   F::batch_norm(tensor({{1.0, 2.0}, {3.0, 6.0}}), m, v, Tensor(), Tensor(), true, std::nullopt, 1e-5, nbt);
   EXPECT_NEAR(m.to_vector<double>()[1], 4.0, 1e-6);  // factor 1 / 1: the batch itself

@@ -1309,6 +1309,10 @@ Tensor BatchNorm::forward(const Tensor& x) {
   const bool use_batch_stats = is_training() || !track_running_stats;
   std::optional<double> factor = momentum;
   const bool counts = is_training() && track_running_stats;
+  // A count below 0 (a hand-edited or corrupt state) made the cumulative factor 1 / batches leave [0, 1],
+  // and F::batch_norm then spoke of a momentum the user never set.
+  NG_CHECK(!counts || num_batches_tracked.item() >= 0, name_, "num_batches_tracked is ",
+           num_batches_tracked.item(), ", expected a count >= 0 (a corrupt state?)");
   const double batches = counts ? num_batches_tracked.item() + 1 : 0;  // this batch included
   if (counts && !momentum) factor = 1.0 / batches;                     // cumulative average
   const bool pass_running = track_running_stats && (is_training() || !use_batch_stats);
