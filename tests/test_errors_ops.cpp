@@ -112,6 +112,13 @@ TEST(ErrorsOps, FactoriesRejectBadArguments) {
   EXPECT_ERROR(zeros({2, -1}), "empty: sizes must be non-negative", "(2, -1)");
   EXPECT_ERROR(from_vector(std::vector<double>{1, 2, 3}, {2, 2}), "from_vector: got 3");
   EXPECT_ERROR(arange(0.0, 1.0, 0.0), "arange: expected a non-zero step, got 0");
+  // A scalar op runs in the tensor's dtype: a scalar it cannot hold is named by the op (the errors said
+  // fill_, or before that f16 turned 1e10 into inf and the product was inf).
+  EXPECT_ERROR(mul(ones({2}, DType::f16), 1e10),
+               "mul: the scalar 1e+10 overflows f16, the dtype the op runs in");
+  EXPECT_ERROR(rdiv(-1e39, ones({2}, DType::bf16)), "rdiv: the scalar -1e+39 overflows bf16");
+  EXPECT_ERROR(mul(arange(0.0, 3.0, 1.0, DType::i64), NAN), "mul: cannot convert nan (f64) to i64");
+  EXPECT_EQ(add(ones({1}, DType::f16), -INFINITY).to_vector<double>(), std::vector<double>{-INFINITY});
   // Ends the dtype cannot hold: i64 past 2^63 (was INT64_MIN, undefined) and a half dtype past its largest
   // finite value (was inf). Either end is checked; the values between lie between them.
   EXPECT_ERROR(arange(-1e30, -0.99e30, 1e28, DType::i64), "arange: cannot convert -1e+30 (f64) to i64");

@@ -372,18 +372,26 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); 
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
 // clang-format on
 
-// Scalar forms: the scalar becomes a 0-d tensor (broadcast, never requires grad).
+// Scalar forms: the scalar becomes a 0-d tensor of a's dtype (broadcast, never requires grad), so the op
+// runs in a's dtype: a scalar that dtype cannot hold is an error naming the op (1e10 is inf in f16, and
+// x * inf would be inf whatever x; NaN or 2.5 has no i64).
 // On a device the 0-d scalar is made there (one tiny fill).
-static Tensor scalar_like(double s, const Tensor& a) {
+static Tensor scalar_like(double s, const Tensor& a, const char* op) {
+  if (a.dtype() == DType::i64) check_has_i64(s, DType::f64, op);
+  if (is_floating(a.dtype()) && std::isfinite(s))
+    NG_DISPATCH_ALL(a.dtype(), op, [&]<typename T>() {
+      NG_CHECK(std::isfinite(to_double(from_double<T>(s))), op, "the scalar ", s, " overflows ",
+               dtype_name(a.dtype()), ", the dtype the op runs in (it would be inf)");
+    });
   return a.device().is_cpu() ? scalar_tensor(s, a.dtype()) : full({}, s, a.dtype(), a.device());
 }
 // clang-format off
-Tensor add(const Tensor& a, double s) { return add(a, scalar_like(s, a)); }
-Tensor sub(const Tensor& a, double s) { return sub(a, scalar_like(s, a)); }
-Tensor mul(const Tensor& a, double s) { return mul(a, scalar_like(s, a)); }
-Tensor div(const Tensor& a, double s) { return div(a, scalar_like(s, a)); }
-Tensor rsub(double s, const Tensor& a) { return sub(scalar_like(s, a), a); }
-Tensor rdiv(double s, const Tensor& a) { return div(scalar_like(s, a), a); }
+Tensor add(const Tensor& a, double s) { return add(a, scalar_like(s, a, "add")); }
+Tensor sub(const Tensor& a, double s) { return sub(a, scalar_like(s, a, "sub")); }
+Tensor mul(const Tensor& a, double s) { return mul(a, scalar_like(s, a, "mul")); }
+Tensor div(const Tensor& a, double s) { return div(a, scalar_like(s, a, "div")); }
+Tensor rsub(double s, const Tensor& a) { return sub(scalar_like(s, a, "rsub"), a); }
+Tensor rdiv(double s, const Tensor& a) { return div(scalar_like(s, a, "rdiv"), a); }
 // clang-format on
 
 // =====================================================================================================
