@@ -149,7 +149,9 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
       double numeric = (lp - lm) / (2 * opt.eps);
       double abs_err = std::abs(a[k] - numeric);
       double tol = opt.atol + opt.rtol * std::abs(numeric);
-      double ratio = std::isfinite(abs_err) ? abs_err / tol : INFINITY;
+      // (an exact match is within any tolerance, 0 included: 0 / 0 would be NaN, a failure that was
+      // never recorded as the worst element)
+      double ratio = !std::isfinite(abs_err) ? INFINITY : abs_err == 0 ? 0.0 : abs_err / tol;
       ++res.checked;
       if (ratio > worst_ratio) {
         worst_ratio = ratio;

@@ -44,7 +44,8 @@ struct TrainState {
   std::map<std::string, std::string> metadata;  // extra strings to save; on load, filled from the file
   // On load: false (a resume) asks every tensor in the file to be claimed by a piece of this state, so a
   // checkpoint of more than the state holds is an error. true reads past the pieces this state leaves out
-  // (a null optimizer or tokenizer, generators it does not list): how a program that samples from or
+  // (a null model, optimizer or tokenizer, generators it does not list; a name of none of these is still an
+  // error): how a program that samples from or
   // evaluates a trained model loads only the model (and the tokenizer, if it points to one). What it does
   // load is checked as strictly (every model name, shape and dtype).
   bool partial = false;
@@ -60,10 +61,10 @@ void load_checkpoint(const std::string& path, TrainState& state);
 std::string read_checkpoint_config(const std::string& path);
 
 // Whether `path` is a normgrad checkpoint: a regular file whose safetensors header has the metadata
-// format "normgrad-checkpoint-v1". It reads the 8-byte length and the header only, never the tensors, so
-// asking it of a large file that is not a checkpoint costs nothing. False, never an error, for a missing
-// file, a folder, another kind of file or a corrupt header. The trainers ask it before a --save may
-// replace a file that is already there.
+// format "normgrad-checkpoint-v1". It reads the 8-byte length and the header only, never the tensors, and
+// of a file that is not safetensors (its header does not start with '{') one byte more. False, never an
+// error, for a missing file, a folder, another kind of file or a corrupt header. The trainers ask it before a
+// --save may replace a file that is already there.
 bool is_checkpoint_file(const std::string& path);
 
 }  // namespace ng::nn

@@ -12,12 +12,12 @@ command -v mmdebstrap >/dev/null || apt-get install -y -qq mmdebstrap >/dev/null
 [ -x "$root/bin/bash" ] || mmdebstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 mounted=()
-cleanup() { for m in "${mounted[@]}"; do umount "$m" || true; done; }
+cleanup() { for m in ${mounted[@]+"${mounted[@]}"}; do umount "$m" || true; done; }
 trap cleanup EXIT
 for m in proc dev sys; do
   if ! mountpoint -q "$root/$m"; then
     if [ "$m" = proc ]; then mount -t proc proc "$root/proc"; else mount --bind "/$m" "$root/$m"; fi
-    mounted=("$root/$m" "${mounted[@]}")
+    mounted=("$root/$m" ${mounted[@]+"${mounted[@]}"})
   fi
 done
 rm -rf "$root/root/normgrad"

@@ -17,7 +17,7 @@ if [ -n "$gen" ] && [ "$gen" != Ninja ]; then
   echo "normgrad: build/release was configured with $gen, not Ninja: configuring it afresh" >&2
   fresh=(--fresh)
 fi
-cmake --preset release "${fresh[@]}" -DNORMGRAD_BUILD_EXAMPLES=ON >/dev/null
+cmake --preset release ${fresh[@]+"${fresh[@]}"} -DNORMGRAD_BUILD_EXAMPLES=ON >/dev/null
 cmake --build --preset release -j"$(nproc)" --target exp1_gradient_vanishing exp2_norm_comparison
 mkdir -p "$out"
 ./build/release/examples/exp1_gradient_vanishing --out "$out"

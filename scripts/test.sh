@@ -14,7 +14,7 @@ if [ -n "$gen" ] && [ "$gen" != Ninja ]; then
 fi
 # The whole suite, whatever an earlier configure left in the cache (-DNORMGRAD_BUILD_TESTS=OFF made this
 # script build nothing to test and exit 0; test_examples* need the examples, bench/ has tests too).
-cmake --preset release "${fresh[@]}" -DNORMGRAD_BUILD_TESTS=ON -DNORMGRAD_BUILD_EXAMPLES=ON \
+cmake --preset release ${fresh[@]+"${fresh[@]}"} -DNORMGRAD_BUILD_TESTS=ON -DNORMGRAD_BUILD_EXAMPLES=ON \
   -DNORMGRAD_BUILD_BENCH=ON >/dev/null
 cmake --build --preset release -j"$(nproc)"
 ctest --preset release -j"$(nproc)" --timeout 600 --no-tests=error

@@ -267,8 +267,12 @@ TEST(Gradcheck, RefusesOptionsThatCannotFail) {
   }
   o = GradcheckOptions();
   o.atol = 0;
-  o.rtol = 0;  // allowed (only an exact match would pass; a central difference seldom is exact)
-  EXPECT_NO_THROW(gradcheck(f, {x}, o));
+  o.rtol = 0;  // allowed: only an exact match passes. d(x*x)/dx at x = 0 is 0 both ways, exactly.
+  Tensor zero = tensor({0.0}, DType::f64).requires_grad_();
+  const GradcheckResult exact = gradcheck(f, {zero}, o);
+  EXPECT_TRUE(exact.ok) << exact.message();  // 0 / 0 made it a failure, unrecorded
+  EXPECT_EQ(exact.checked, 1);
+  EXPECT_FALSE(gradcheck(f, {x}, o).ok);  // x = 0.1, -3: the central difference is not exact
 }
 
 TEST(Gradcheck, RejectsF32Inputs) {

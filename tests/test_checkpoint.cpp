@@ -503,8 +503,9 @@ TEST(Checkpoint, LoadRefusesANullGeneratorBeforeChangingAnything) {
 }
 
 // Only the model (and the tokenizer) of a full checkpoint, as a program that samples from a trained model
-// loads it: `partial` reads past the optimizer, the generators and the step. A resume (partial false)
-// still refuses the same file into the same state, and a partial load checks what it loads as strictly.
+// loads it: `partial` reads past the optimizer and the generators (the step is still read). A resume (partial
+// false) still refuses the same file into the same state, and a partial load checks what it loads as
+// strictly.
 TEST(Checkpoint, PartialLoadTakesOnlyTheModel) {
   TrainingRun a(5);
   for (int i = 0; i < 2; ++i) a.train_step();
@@ -529,6 +530,16 @@ TEST(Checkpoint, PartialLoadTakesOnlyTheModel) {
   ASSERT_EQ(wa.size(), wb.size());
   for (size_t i = 0; i < wa.size(); ++i)
     EXPECT_EQ(bytes_of(wa[i].second), bytes_of(wb[i].second)) << wa[i].first;
+
+  // A name that belongs to no piece of a checkpoint is still refused: only the pieces left out are read past.
+  {
+    io::SafetensorsData d = io::load_safetensors(path);
+    d.tensors.emplace_back("junk.x", from_vector(std::vector<float>{1}, Shape{1}));
+    const std::string odd = temp_path("partial_junk.safetensors");
+    io::save_safetensors(odd, d.tensors, d.metadata);
+    const std::string mj = error_of([&] { nn::load_checkpoint(odd, s); });
+    EXPECT_NE(mj.find("unexpected: junk.x"), std::string::npos) << mj;
+  }
 
   // What it loads is still checked: a model of another shape, without a config to compare, is refused
   // by its names and shapes, and is left as it was.

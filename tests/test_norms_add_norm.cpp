@@ -131,9 +131,12 @@ TEST(AddNorm, ErrorsNameTheFusedOp) {
   expect_error([&] { F::add_rms_norm(x, a, 1.0, Tensor(), 0.0); }, {"add_rms_norm", "eps"});
   // A non-finite alpha made every output NaN, silently (the unfused ops give the same NaN).
   expect_error([&] { F::add_layer_norm(x, a, NAN, {8}); },
-               {"add_layer_norm: expected a finite alpha (x + alpha * a), got nan"});
+               {"add_layer_norm: expected a finite alpha (alpha * x + a), got nan"});
   expect_error([&] { F::add_rms_norm(x, a, INFINITY); },
-               {"add_rms_norm: expected a finite alpha (x + alpha * a), got inf"});
+               {"add_rms_norm: expected a finite alpha (alpha * x + a), got inf"});
+  Tensor h = randn({2, 8}).to(DType::f16);
+  expect_error([&] { F::add_rms_norm(h, h, 1e5); },
+               {"add_rms_norm: alpha 100000 overflows f16, the dtype alpha * x is computed in"});
 }
 
 TEST(AddNorm, PostLNAndDeepNormBlocksUseItAndMatchTheUnfusedFormula) {

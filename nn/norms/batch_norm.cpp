@@ -1022,7 +1022,9 @@ NormStats batch_norm_forward(const Tensor& x, int64_t N, int64_t C, int64_t S, c
       // A channel whose values lie so far apart that x - mean can pass the compute type's largest value
       // (float: finite x near +-3e38 of both signs) would get +-inf from the output pass below, though its
       // y is O(1). Its largest |x - mean| is at most sqrt(M2) = sqrt(var * count); such a channel's output
-      // is written again in double after that pass (as the reference loop does it).
+      // is written again in double after that pass (as the reference loop does it). Batch statistics
+      // only: with given (running) statistics x - running_mean is not bounded by them, and a running
+      // mean near -+3e38 can still give inf there. (For f64 x the double pass is the same arithmetic.)
       const double far_limit = double(std::numeric_limits<A>::max()) / 2;
       std::vector<char> far(static_cast<size_t>(C), 0);
       parallel_for(C, 512, [&](int64_t c0, int64_t c1) {

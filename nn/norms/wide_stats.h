@@ -24,7 +24,8 @@
 // underflow (to a term that was negligible anyway). A group with a NaN or an inf keeps what the kernel gave
 // it (NaN in, NaN out). The fast kernels are untouched; the groups that take the slow path are the ones that
 // were wrong before. (Values near float's largest, of both signs, overflow x - mean itself: BatchNorm's
-// output pass, which computes it in float, writes such a channel again in double, batch_norm.cpp; a kernel's
+// output pass, which computes it in float, writes such a channel again in double when it uses batch
+// statistics (not with running ones), batch_norm.cpp; a kernel's
 // clamp of var at 0 must keep a NaN, or a group whose mean is inf looks usable, group_norm.cpp
 // PairStatistics. Test: NormOverflow.ValuesNearTheLargestFloatOfBothSigns.)
 //
