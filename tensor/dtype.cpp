@@ -11,6 +11,15 @@ void check_has_i64(double v, DType from, const char* op) {
            ") to i64: expected a finite value in [-2^63, 2^63)");
 }
 
+void check_fits_dtype(double v, DType to, const char* op, const char* what) {
+  if (to == DType::i64) return check_has_i64(v, DType::f64, op);
+  if (!std::isfinite(v)) return;
+  NG_DISPATCH_ALL(to, op, [&]<typename T>() {
+    NG_CHECK(std::isfinite(to_double(from_double<T>(v))), op, what, " ", v, " overflows ", dtype_name(to),
+             " (it would be inf)");
+  });
+}
+
 const char* dtype_name(DType t) {
   switch (t) {
     case DType::f32:

@@ -40,6 +40,11 @@ const char* dtype_name(DType t);
 // ng::Error naming `op`, the value and its dtype `from`. Every float -> i64 path calls it (to, copy_,
 // to_vector, fill_, from_vector, masked_fill, arange).
 void check_has_i64(double v, DType from, const char* op);
+// A value written into a tensor of dtype `to` (a fill, a masked fill, a scalar operand) must be one that
+// dtype holds: for i64, check_has_i64; for a floating dtype, a finite v must stay finite when rounded to it
+// (1e10 is inf in f16). +-inf and NaN pass: they are values of their own (an attention mask's -inf). `what`
+// names v in the message: "op: <what> 1e+10 overflows f16 (it would be inf)".
+void check_fits_dtype(double v, DType to, const char* op, const char* what = "value");
 constexpr bool is_floating(DType t) {
   return t != DType::i64;
 }

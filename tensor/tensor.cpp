@@ -244,14 +244,7 @@ Tensor source_for_write(const Tensor& self, const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   check_untracked_in_place(*this, nullptr, "fill_");
-  if (dtype() == DType::i64) check_has_i64(value, DType::f64, "fill_");
-  // A finite value past the dtype's range would be written as inf (1e10 into f16), as masked_fill refuses
-  // too; +-inf and NaN are fills of their own.
-  if (is_floating(dtype()) && std::isfinite(value))
-    NG_DISPATCH_ALL(dtype(), "fill_", [&]<typename T>() {
-      NG_CHECK(std::isfinite(to_double(from_double<T>(value))), "fill_", "value ", value, " overflows ",
-               dtype_name(dtype()), " (it would be written as inf)");
-    });
+  check_fits_dtype(value, dtype(), "fill_");  // NaN into i64, 1e10 into f16
   if (!device().is_cpu()) {
     device_kernels(*this, "fill_").fill(*this, value);
     bump_version();

@@ -114,8 +114,7 @@ TEST(ErrorsOps, FactoriesRejectBadArguments) {
   EXPECT_ERROR(arange(0.0, 1.0, 0.0), "arange: expected a non-zero step, got 0");
   // A scalar op runs in the tensor's dtype: a scalar it cannot hold is named by the op (the errors said
   // fill_, or before that f16 turned 1e10 into inf and the product was inf).
-  EXPECT_ERROR(mul(ones({2}, DType::f16), 1e10),
-               "mul: the scalar 1e+10 overflows f16, the dtype the op runs in");
+  EXPECT_ERROR(mul(ones({2}, DType::f16), 1e10), "mul: the scalar 1e+10 overflows f16 (it would be inf)");
   EXPECT_ERROR(rdiv(-1e39, ones({2}, DType::bf16)), "rdiv: the scalar -1e+39 overflows bf16");
   EXPECT_ERROR(mul(arange(0.0, 3.0, 1.0, DType::i64), NAN), "mul: cannot convert nan (f64) to i64");
   EXPECT_EQ(add(ones({1}, DType::f16), -INFINITY).to_vector<double>(), std::vector<double>{-INFINITY});
@@ -217,7 +216,7 @@ TEST(ErrorsOps, SoftmaxOfAScalarTakesDimMinusOneOrZeroOnly) {
 
 TEST(ErrorsOps, MaskedFillRefusesAFiniteValueItsDtypeCannotHold) {
   EXPECT_ERROR(masked_fill(zeros({3}, DType::f16), ones({3}), 1e10),
-               "masked_fill: value 1e+10 overflows f16 (it would be written as inf)");
+               "masked_fill: value 1e+10 overflows f16 (it would be inf)");
   EXPECT_ERROR(masked_fill(zeros({3}), ones({3}), 1e300), "masked_fill: value 1e+300 overflows f32");
   // inf and NaN are fills of their own (an attention mask's -inf), and 6e4 fits f16.
   EXPECT_TRUE(std::isinf(masked_fill(zeros({1}, DType::f16), ones({1}), -INFINITY).item()));

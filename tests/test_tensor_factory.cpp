@@ -163,8 +163,7 @@ TEST(Factory, Errors) {
   expect_error([] { empty({2, -1}); }, {"empty: sizes must be non-negative, got shape (2, -1)"});
   // A finite value past the dtype's range was written as inf (as masked_fill refuses it); inf itself is a
   // fill of its own.
-  expect_error([] { full({2}, 1e10, DType::f16); },
-               {"fill_: value 1e+10 overflows f16 (it would be written as inf)"});
+  expect_error([] { full({2}, 1e10, DType::f16); }, {"fill_: value 1e+10 overflows f16 (it would be inf)"});
   expect_error([] { zeros({2}, DType::bf16).fill_(1e39); }, {"fill_: value 1e+39 overflows bf16"});
   EXPECT_EQ(full({2}, INFINITY, DType::f16).to_vector<double>(), std::vector<double>(2, INFINITY));
   EXPECT_EQ(full({1}, 65504.0, DType::f16).to_vector<double>(), std::vector<double>{65504.0});

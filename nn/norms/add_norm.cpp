@@ -119,16 +119,6 @@ void add_norm_backward(Norm kind, const T* dy, const T* x, const T* a, bool scal
   });
 }
 
-// alpha is rounded to x's dtype (as the unfused x * alpha rounds it): an alpha that dtype cannot hold
-// (1e5 in f16) is named by the fused op, not by the fill that would make it.
-void check_alpha_fits(const Tensor& x, double alpha, const char* op) {
-  if (is_floating(x.dtype()))
-    NG_DISPATCH_ALL(x.dtype(), op, [&]<typename T>() {
-      NG_CHECK(std::isfinite(to_double(from_double<T>(alpha))), op, "alpha ", alpha, " overflows ",
-               dtype_name(x.dtype()), ", the dtype alpha * x is computed in");
-    });
-}
-
 // The autograd op for either norm. `n` is the normalized length, weight/bias already checked (bias is
 // undefined for RMSNorm). x and a have one shape and one dtype, on the CPU.
 Tensor add_norm(Norm kind, const Tensor& x, const Tensor& a, double alpha, int64_t n, const Shape& wshape,
@@ -197,7 +187,7 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& a, double alpha, const Shap
                       const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "add_layer_norm";
   NG_CHECK(std::isfinite(alpha), op, "expected a finite alpha (alpha * x + a), got ", alpha);
-  check_alpha_fits(x, alpha, op);
+  check_fits_dtype(alpha, x.dtype(), op, "alpha");  // alpha * x runs in x's dtype (1e5: inf in f16)
   if (!fusable(x, a)) return layer_norm(unfused_sum(x, a, alpha), normalized_shape, weight, bias, eps);
   const int64_t n =
       norms::check_layer_norm_args(x, normalized_shape, weight, bias, eps, op);  // as F::layer_norm
@@ -207,7 +197,7 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& a, double alpha, const Shap
 Tensor add_rms_norm(const Tensor& x, const Tensor& a, double alpha, const Tensor& weight, double eps) {
   const char* op = "add_rms_norm";
   NG_CHECK(std::isfinite(alpha), op, "expected a finite alpha (alpha * x + a), got ", alpha);
-  check_alpha_fits(x, alpha, op);
+  check_fits_dtype(alpha, x.dtype(), op, "alpha");  // alpha * x runs in x's dtype (1e5: inf in f16)
   if (!fusable(x, a)) return rms_norm(unfused_sum(x, a, alpha), weight, eps);
   const int64_t n = norms::check_rms_norm_args(x, weight, eps, op);  // as F::rms_norm
   return add_norm(Norm::rms, x, a, alpha, n, Shape{n}, weight, Tensor(), eps, op);

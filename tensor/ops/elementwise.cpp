@@ -377,12 +377,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false);
 // x * inf would be inf whatever x; NaN or 2.5 has no i64).
 // On a device the 0-d scalar is made there (one tiny fill).
 static Tensor scalar_like(double s, const Tensor& a, const char* op) {
-  if (a.dtype() == DType::i64) check_has_i64(s, DType::f64, op);
-  if (is_floating(a.dtype()) && std::isfinite(s))
-    NG_DISPATCH_ALL(a.dtype(), op, [&]<typename T>() {
-      NG_CHECK(std::isfinite(to_double(from_double<T>(s))), op, "the scalar ", s, " overflows ",
-               dtype_name(a.dtype()), ", the dtype the op runs in (it would be inf)");
-    });
+  check_fits_dtype(s, a.dtype(), op, "the scalar");
   return a.device().is_cpu() ? scalar_tensor(s, a.dtype()) : full({}, s, a.dtype(), a.device());
 }
 // clang-format off
