@@ -23,8 +23,12 @@ mv "$work/staged" "$work/prefix"
 cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
 # Ninja, as the main build: it is one of scripts/deps.sh's packages, where make may not be (Debian's cmake
 # only recommends it, and an image installed without recommends has none).
+# A sanitizer build's installed headers are the release build's: its run leaves compiling each on its own
+# to that one (tests/install_consumer/CMakeLists.txt, NG_EACH_HEADER).
+each_header=ON
+if grep -qE '^NORMGRAD_(SANITIZE|TSAN):BOOL=ON$' "$build_dir/CMakeCache.txt"; then each_header=OFF; fi
 quiet cmake -G Ninja -S "$src_dir" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DNG_VERSION="$version" \
-  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF ${cxx:+-DCMAKE_CXX_COMPILER="$cxx"}
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DNG_EACH_HEADER="$each_header" ${cxx:+-DCMAKE_CXX_COMPILER="$cxx"}
 # The package just installed, not another normgrad on this machine.
 found=$(sed -n 's/^normgrad_DIR:PATH=//p' "$work/build/CMakeCache.txt")
 if [[ "$found" != "$work/prefix/"* ]]; then
