@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -124,17 +127,45 @@ void save_safetensors(const std::string& path, const nn::NamedTensors& tensors,
 }
 
 // ---- reading -------------------------------------------------------------------------------------------
-SafetensorsData safetensors_parse(const std::string& bytes, const std::string& what) {
-  auto bad = [&](const auto&... parts) -> void { fail("load_safetensors", what, ": ", parts...); };
-  const uint64_t size = bytes.size();
+namespace {
+
+// Raises the ng::Error of one reader: "<op>: <file>: <parts>".
+struct Bad {
+  const char* op;
+  const std::string& what;
+  template <typename... Parts>
+  [[noreturn]] void operator()(const Parts&... parts) const {
+    fail(op, what, ": ", parts...);
+  }
+};
+
+// The safetensors reference implementation refuses a header over 100 MB; so do we, before allocating it.
+constexpr uint64_t kMaxHeader = 100'000'000;
+
+// Checks the file's first bytes (up to 9 of them in `head`) against its size; returns N, the header's
+// length. The header must start with '{': the format's header is a JSON object, and a reader that only asks
+// whether a file is safetensors (nn::is_checkpoint_file) then reads no further into a file of another kind.
+uint64_t check_header_length(std::string_view head, uint64_t size, const Bad& bad) {
   if (size < 8) bad("file is ", size, " bytes, too short for the 8-byte header length");
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(bytes[size_t(i)])) << (8 * i);
+  for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(head[size_t(i)])) << (8 * i);
   if (n > size - 8)
     bad("header length ", n, " exceeds the ", size - 8,
         " bytes after the length field (truncated or corrupt)");
+  if (n > kMaxHeader) bad("header length ", n, " exceeds the format's limit of ", kMaxHeader, " bytes");
   if (n < 2) bad("header length ", n, " is too short for a JSON object");
+  const unsigned char first = static_cast<unsigned char>(head[8]);
+  if (first != '{') {
+    char shown[8];
+    std::snprintf(shown, sizeof shown, first >= 0x20 && first < 0x7f ? "'%c'" : "\\x%02X", first);
+    bad("the header starts with ", shown, ", expected '{' (the header is a JSON object)");
+  }
+  return n;
+}
 
+// Parses and checks the JSON header (`json`, N bytes) against the size of the data buffer after it: every
+// entry's keys, dtype, shape and offsets, the metadata types, and that the entries tile the buffer.
+SafetensorsHeader parse_header(std::string_view json, uint64_t buffer_size, const Bad& bad) {
   // Parse, noting any key that appears twice in one object, at any depth: a tensor name, a metadata key or
   // a field such as "dtype" (JSON parsers keep only one of them, so the file would mean two things).
   ordered_json header;
@@ -150,24 +181,14 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
     return true;
   };
   try {
-    header = ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(n), on_event);
+    header = ordered_json::parse(json.begin(), json.end(), on_event);
   } catch (const std::exception& e) {
     bad("the header is not valid JSON: ", e.what());
   }
   if (!duplicate.empty()) bad("the name '", duplicate, "' appears twice in one object of the header");
-  if (!header.is_object()) bad("the header is a JSON ", header.type_name(), ", expected an object");
+  // (It starts with '{', so a header that parses is an object.)
 
-  const uint64_t buffer_size = size - 8 - n;
-  const char* buffer = bytes.data() + 8 + n;
-
-  SafetensorsData out;
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
+  SafetensorsHeader out;
   for (auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
       if (!value.is_object())
@@ -186,7 +207,7 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
         bad("entry '", name, "' has an unexpected key '", k, "'");
     if (!value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
       bad("entry '", name, "' needs dtype, shape and data_offsets");
-    Entry e{name, DType::f32, {}, 0, 0};
+    SafetensorsEntry e{name, DType::f32, {}, 0, 0};
     const auto& dt = value["dtype"];
     if (!dt.is_string() || !parse_st_dtype(dt.get<std::string>(), e.dtype))
       bad("entry '", name, "' has dtype ", dt.dump(), ", expected one of F32, F64, F16, BF16, I64");
@@ -220,17 +241,18 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
           numel > buffer_size ? std::string("more bytes than the file has")
                               : std::to_string(numel * dtype_size(e.dtype)) + " bytes",
           ", but its data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin);
-    entries.push_back(e);
+    out.entries.push_back(e);
   }
 
   // The entries must tile the buffer: sorted by offset, each starts where the previous ended, the last ends
   // at the end of the file.
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  auto& entries = out.entries;
+  std::stable_sort(entries.begin(), entries.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   uint64_t expect = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
-    const Entry& e = entries[i];
+    const SafetensorsEntry& e = entries[i];
     if (e.begin < expect)
       bad("entry '", e.name, "' (bytes ", e.begin, "..", e.end, ") overlaps entry '", entries[i - 1].name,
           "' (bytes ", entries[i - 1].begin, "..", entries[i - 1].end, ")");
@@ -240,8 +262,20 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
   }
   if (expect != buffer_size)
     bad("the tensors cover ", expect, " bytes of the ", buffer_size, "-byte data buffer (trailing bytes)");
+  return out;
+}
 
-  for (const Entry& e : entries) {
+}  // namespace
+
+SafetensorsData safetensors_parse(const std::string& bytes, const std::string& what) {
+  const Bad bad{"load_safetensors", what};
+  const uint64_t size = bytes.size();
+  const uint64_t n = check_header_length(bytes, size, bad);
+  SafetensorsHeader header = parse_header(std::string_view(bytes).substr(8, size_t(n)), size - 8 - n, bad);
+  const char* buffer = bytes.data() + 8 + n;
+  SafetensorsData out;
+  out.metadata = std::move(header.metadata);
+  for (const SafetensorsEntry& e : header.entries) {
     Tensor t = empty(e.shape, e.dtype);  // its size was checked against the buffer above
     if (e.end > e.begin) std::memcpy(t.raw_data(), buffer + e.begin, size_t(e.end - e.begin));
     out.tensors.emplace_back(e.name, t);
@@ -251,6 +285,26 @@ SafetensorsData safetensors_parse(const std::string& bytes, const std::string& w
 
 SafetensorsData load_safetensors(const std::string& path) {
   return safetensors_parse(read_whole_file(path, "load_safetensors"), path);
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  const char* op = "read_safetensors_header";
+  const Bad bad{op, path};
+  const uint64_t size = uint64_t(regular_file_size(path, op));
+  std::ifstream in(path, std::ios::binary);
+  NG_CHECK(in.good(), op, path, ": cannot open the file: ", std::strerror(errno));
+  // The length and the header's first byte; the rest of the header only once those hold.
+  std::string head(size_t(std::min<uint64_t>(size, 9)), '\0');
+  in.read(head.data(), std::streamsize(head.size()));
+  NG_CHECK(uint64_t(in.gcount()) == head.size(), op, path, ": read ", in.gcount(), " of the first ",
+           head.size(), " bytes");
+  const uint64_t n = check_header_length(head, size, bad);
+  std::string json(size_t(n), '\0');
+  json[0] = head[8];
+  in.read(json.data() + 1, std::streamsize(n - 1));
+  NG_CHECK(uint64_t(in.gcount()) == n - 1, op, path, ": read ", in.gcount() + 1, " of the header's ", n,
+           " bytes");
+  return parse_header(json, size - 8 - n, bad);
 }
 
 }  // namespace ng::io

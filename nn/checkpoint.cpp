@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -114,33 +113,22 @@ void save_checkpoint(const std::string& path, const TrainState& state) {
 }
 
 std::string read_checkpoint_config(const std::string& path) {
-  io::SafetensorsData data = io::load_safetensors(path);
-  auto it = data.metadata.find("config");
-  NG_CHECK(it != data.metadata.end(), "read_checkpoint_config", path, ": the checkpoint has no config");
+  const io::SafetensorsHeader header = io::read_safetensors_header(path);  // not the tensors
+  auto it = header.metadata.find("config");
+  NG_CHECK(it != header.metadata.end(), "read_checkpoint_config", path, ": the checkpoint has no config");
   return it->second;
 }
 
 bool is_checkpoint_file(const std::string& path) {
-  // bytes 0..7: N, the header's length (little-endian); bytes 8..8+N: the JSON header (io/safetensors.h).
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  std::ifstream in(path, std::ios::binary);
-  unsigned char len_bytes[8];
-  if (ec || size < 8 || !in.read(reinterpret_cast<char*>(len_bytes), 8)) return false;
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
-  constexpr uint64_t kMaxHeader = uint64_t(100) << 20;  // a header is a few KB; 100 MB is the spec's bound
-  if (n > size - 8 || n > kMaxHeader) return false;
-  if (n < 2 || in.peek() != '{') return false;  // not a JSON object: read no further
-  std::string header(n, '\0');
-  if (!in.read(header.data(), std::streamsize(n))) return false;
-  const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return false;  // also a header that is not JSON (parse gives a "discarded" value)
-  auto meta = j.find("__metadata__");
-  if (meta == j.end() || !meta->is_object()) return false;
-  auto fmt = meta->find("format");
-  return fmt != meta->end() && fmt->is_string() && fmt->get<std::string>() == kFormat;
+  try {
+    const io::SafetensorsHeader header = io::read_safetensors_header(path);
+    auto fmt = header.metadata.find("format");
+    return fmt != header.metadata.end() && fmt->second == kFormat;
+  } catch (const Error&) {
+    return false;  // not safetensors, or a corrupt or truncated file
+  }
 }
 
 void load_checkpoint(const std::string& path, TrainState& state) {

@@ -57,14 +57,15 @@ void save_checkpoint(const std::string& path, const TrainState& state);
 // from read_checkpoint_config(path) first), and sets state.step, state.metadata, *state.tokenizer.
 void load_checkpoint(const std::string& path, TrainState& state);
 
-// The model config JSON a checkpoint was saved with (to build the model before load_checkpoint).
+// The model config JSON a checkpoint was saved with (to build the model before load_checkpoint). It reads
+// the file's header only (io::read_safetensors_header).
 std::string read_checkpoint_config(const std::string& path);
 
 // Whether `path` is a normgrad checkpoint: a regular file whose safetensors header has the metadata
-// format "normgrad-checkpoint-v1". It reads the 8-byte length and the header only, never the tensors, and
-// of a file that is not safetensors (its header does not start with '{') one byte more. False, never an
-// error, for a missing file, a folder, another kind of file or a corrupt header. The trainers ask it before a
-// --save may replace a file that is already there.
+// format "normgrad-checkpoint-v1" and passes load_safetensors' checks (io::read_safetensors_header: the
+// 8-byte length and the header only, never the tensors; of a file that is not safetensors, 9 bytes). False,
+// never an error, for a missing file, a folder, another kind of file, or a corrupt or truncated one. The
+// trainers ask it before a --save may replace a file that is already there.
 bool is_checkpoint_file(const std::string& path);
 
 }  // namespace ng::nn

@@ -578,6 +578,12 @@ TEST(Checkpoint, IsCheckpointFileAnswersFromTheHeader) {
   EXPECT_FALSE(nn::is_checkpoint_file(other));
   write(other, io::safetensors_serialize({{"w", t}}, {{"format", "pt"}}));
   EXPECT_FALSE(nn::is_checkpoint_file(other));
+  // a checkpoint cut short: its header no longer matches its size, as loading it would say
+  const std::string whole = io::read_whole_file(path, "test");
+  write(other, whole.substr(0, whole.size() - 1));
+  EXPECT_FALSE(nn::is_checkpoint_file(other));
+  write(other, whole);
+  EXPECT_TRUE(nn::is_checkpoint_file(other));
   std::string bytes = io::safetensors_serialize({{"w", t}}, {{"format", "normgrad-checkpoint-v1"}});
   write(other, bytes);
   EXPECT_TRUE(nn::is_checkpoint_file(other));  // the header is all it reads

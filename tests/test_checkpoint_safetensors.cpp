@@ -49,7 +49,9 @@ std::string make_file(const std::string& json, const std::string& data, int64_t 
   return out + json + data;
 }
 
-// Expect safetensors_parse to throw an ng::Error whose message contains `needle`.
+// Expect safetensors_parse to throw an ng::Error whose message contains `needle`, and
+// read_safetensors_header the same of a file holding `bytes`: every check is made from the header and the
+// file's size.
 void expect_bad(const std::string& bytes, const std::string& needle) {
   try {
     io::safetensors_parse(bytes, "bad.safetensors");
@@ -59,6 +61,25 @@ void expect_bad(const std::string& bytes, const std::string& needle) {
     EXPECT_NE(m.find("load_safetensors: bad.safetensors: "), std::string::npos) << m;
     EXPECT_NE(m.find(needle), std::string::npos) << "message: " << m << "\nexpected to contain: " << needle;
   }
+  const std::string path = temp_dir() + "/bad.safetensors";
+  io::atomic_write_file(path, bytes);
+  try {
+    io::read_safetensors_header(path);
+    ADD_FAILURE() << "read_safetensors_header: expected ng::Error containing: " << needle;
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("read_safetensors_header: " + path + ": "), std::string::npos) << m;
+    EXPECT_NE(m.find(needle), std::string::npos) << "message: " << m << "\nexpected to contain: " << needle;
+  }
+}
+
+// A file of `size` bytes that starts with `head` and is sparse after it (no disk space used); false where the
+// file system cannot hold it.
+bool sparse_file(const std::string& path, const std::string& head, uint64_t size) {
+  io::atomic_write_file(path, head);
+  std::error_code ec;
+  fs::resize_file(path, uintmax_t(size), ec);
+  return !ec;
 }
 
 }  // namespace
@@ -128,7 +149,9 @@ TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
   expect_bad(make_file(ok_entry, eight).substr(0, 8 + ok_entry.size() + 5),
              "past the end");                                                              // truncated data
   expect_bad(make_file(ok_entry, eight, int64_t(ok_entry.size()) - 3), "not valid JSON");  // short length
-  expect_bad(make_file("[1,2,3]", ""), "header is a JSON array, expected an object");
+  expect_bad(make_file("[1,2,3]", ""),
+             "the header starts with '[', expected '{' (the header is a JSON object)");
+  expect_bad(make_file(std::string(2, '\0'), ""), "the header starts with \\x00, expected '{'");
   expect_bad(make_file(R"({"x":{"dtype":"F8","shape":[2],"data_offsets":[0,8]}})", eight),
              "entry 'x' has dtype \"F8\", expected one of F32, F64, F16, BF16, I64");
   expect_bad(
@@ -200,6 +223,64 @@ TEST(Safetensors, BadFilesAreErrorsThatSayWhy) {
       {"save_safetensors: cannot write '/nonexistent/dir/x.safetensors': cannot create its temporary file "
        "'/nonexistent/dir/x.safetensors.tmp.",
        std::strerror(ENOENT)});
+}
+
+// read_safetensors_header gives what load_safetensors would, less the tensors: the same names in file
+// order, dtypes, shapes, byte ranges and metadata. Of a sparse file that declares a 1 TiB tensor it reads the
+// header alone (loading it would need 1 TiB), as do read_checkpoint_config and is_checkpoint_file.
+TEST(Safetensors, TheHeaderAloneDescribesTheFileWithoutReadingTheTensors) {
+  const std::string path = temp_dir() + "/header.safetensors";
+  const nn::NamedTensors tensors = {{"b", from_vector(std::vector<double>{1, 2, 3}, Shape{3}, DType::f64)},
+                                    {"a", ones({2, 2}, DType::bf16)},
+                                    {"z", from_vector(std::vector<int64_t>{7}, Shape{})}};
+  io::save_safetensors(path, tensors, {{"k", "v"}});
+  const io::SafetensorsHeader h = io::read_safetensors_header(path);
+  const io::SafetensorsData d = io::load_safetensors(path);
+  EXPECT_EQ(h.metadata, d.metadata);
+  ASSERT_EQ(h.entries.size(), 3u);
+  ASSERT_EQ(d.tensors.size(), 3u);
+  uint64_t at = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const io::SafetensorsEntry& e = h.entries[i];
+    EXPECT_EQ(e.name, d.tensors[i].first);
+    EXPECT_EQ(e.dtype, d.tensors[i].second.dtype()) << e.name;
+    EXPECT_EQ(e.shape, d.tensors[i].second.shape()) << e.name;
+    EXPECT_EQ(e.begin, at) << e.name;
+    EXPECT_EQ(e.end - e.begin, uint64_t(d.tensors[i].second.numel()) * dtype_size(e.dtype)) << e.name;
+    at = e.end;
+  }
+  EXPECT_EQ(at, uint64_t(3 * 8 + 4 * 2 + 8));
+
+  const uint64_t tib = uint64_t(1) << 40;
+  const std::string json = R"({"__metadata__":{"format":"normgrad-checkpoint-v1","config":"{\"dim\":4}"},)"
+                           R"("w":{"dtype":"F32","shape":[274877906944],"data_offsets":[0,1099511627776]}})";
+  const std::string huge = temp_dir() + "/huge_header.safetensors";
+  if (!sparse_file(huge, make_file(json, ""), 8 + json.size() + tib)) {
+    fs::remove(huge);
+    GTEST_SKIP() << "this file system cannot hold a sparse 1 TiB file";
+  }
+  const io::SafetensorsHeader hh = io::read_safetensors_header(huge);
+  ASSERT_EQ(hh.entries.size(), 1u);
+  EXPECT_EQ(hh.entries[0].shape, (Shape{int64_t(1) << 38}));
+  EXPECT_EQ(hh.entries[0].end, tib);
+  EXPECT_EQ(nn::read_checkpoint_config(huge), "{\"dim\":4}");
+  EXPECT_TRUE(nn::is_checkpoint_file(huge));
+  fs::remove(huge);
+}
+
+// A header longer than the format's 100 MB limit (the reference implementation's) is refused by its length,
+// before it is read or allocated.
+TEST(Safetensors, AHeaderOverTheFormatsLimitIsRefusedByItsLength) {
+  const uint64_t n = 100'000'001;
+  const std::string path = temp_dir() + "/long_header.safetensors";
+  if (!sparse_file(path, make_file("{", "", int64_t(n)), 8 + n)) {
+    fs::remove(path);
+    GTEST_SKIP() << "this file system cannot hold a sparse 100 MB file";
+  }
+  const std::string limit = ": header length 100000001 exceeds the format's limit of 100000000 bytes";
+  expect_error([&] { io::read_safetensors_header(path); }, {"read_safetensors_header: " + path + limit});
+  expect_error([&] { io::load_safetensors(path); }, {"load_safetensors: " + path + limit});
+  fs::remove(path);
 }
 
 TEST(Safetensors, WriterRejectsBadNames) {
