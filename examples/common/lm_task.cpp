@@ -316,11 +316,13 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
       if (!anomaly_enabled() || message.rfind("anomaly:", 0) != 0) throw;
       std::cerr << spec.label << ": step " << step << ": " << message << "\n";
       r.losses.push_back(l);  // NaN if the forward was the culprit, the finite loss if the backward was
+      r.grad_norms.push_back(NAN);
       r.nan_step = step;
       r.nan_what = message;
       break;
     }
     r.losses.push_back(l);
+    r.grad_norms.push_back(std::isfinite(l) ? gn : NAN);
     if (!watch.ok(step, l, gn)) {
       r.nan_step = step;
       r.nan_what = watch.what();

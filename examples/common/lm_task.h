@@ -53,7 +53,10 @@ void add_task_flag(CLI::App& app, std::string& task);
 bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task);
 
 struct TrainResult {
-  std::vector<double> losses;      // one per step done (the step that diverged is the last, non-finite)
+  std::vector<double> losses;  // one per step done (the step that diverged is the last, non-finite)
+  // The global gradient norm of each step this process trained, before clipping (NaN where the loss was not
+  // finite, so no backward ran). After --resume it starts at the step after the checkpoint's.
+  std::vector<double> grad_norms;
   int64_t first_step = 1;          // step of losses[0]: 1, also after --resume (see train_lm)
   int64_t nan_step = -1;           // 1-based step whose loss or gradient norm was NaN/Inf, -1 if none
   std::string nan_what;            // "loss is NaN", "gradient norm is Inf", or the anomaly report
