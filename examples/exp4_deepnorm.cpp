@@ -95,10 +95,10 @@ std::string claims_text(const Run& deep, const Run& post, int64_t layers, int64_
     const PairedDiff end = paired_diff(deep.result, post.result, kWindow);
     const bool faster = run.resolved() && run.mean < 0, slower = run.resolved() && run.mean > 0;
     md += std::string("Over the whole run ") +
-          (faster   ? "DeepNorm's loss is the lower one, as the lesson says: "
-           : slower ? "DeepNorm's loss is the higher one, against the lesson: "
-                    : "the two are not told apart: ") +
-          paired_text(run, deep.name, post.name) +
+          (faster   ? "DeepNorm converged faster, as the lesson says: "
+           : slower ? "DeepNorm converged more slowly, against the lesson: "
+                    : "neither converged faster beyond this run's noise: ") +
+          paired_average_text(run, deep.name, post.name) +
           ". Where they end: " + paired_text(end, deep.name, post.name) + ".\n";
   }
   // 3. gradient norm
@@ -244,7 +244,7 @@ static int run(int argc, char** argv) {
   plot::Figure fig;
   fig.title = "Experiment 4: DeepNorm vs Post-LN vs Pre-LN, " + std::to_string(layers) + " layers, " +
               task.name + ", hidden " + std::to_string(dim) + ", " + std::to_string(steps) + " steps, lr " +
-              num(lr) + ", seed " + std::to_string(opt.seed);
+              num(lr) + ", " + clip_text + ", seed " + std::to_string(opt.seed);
   fig.cols = 2;
   fig.panels = {loss, grads, finals, spread};
   const std::string png = report.add_figure(fig);

@@ -72,6 +72,25 @@ TEST(ExamplesPaired, ConstantGapAndNoGap) {
             "standard errors, under 2.26)");
 }
 
+// exp4's clause on a whole run: the same rule, worded as an average over the steps rather than where the
+// runs end.
+TEST(ExamplesPaired, AverageTextWordsTheWholeRun) {
+  std::vector<double> a(100), b(100);
+  for (size_t k = 0; k < 100; ++k) a[k] = 1.0 + 0.25 * double(k % 4), b[k] = a[k] + 0.5;
+  EXPECT_EQ(
+      paired_average_text(paired_diff(a, b, 100), "a", "b"),
+      "a's loss is lower than b's on average by 0.5 ± 0 (paired over 100 steps: over 1000 standard errors)");
+  EXPECT_EQ(
+      paired_average_text(paired_diff(b, a, 100), "b", "a"),
+      "a's loss is lower than b's on average by 0.5 ± 0 (paired over 100 steps: over 1000 standard errors)");
+  EXPECT_EQ(paired_average_text(paired_diff(a, a, 100), "a", "b"),
+            "a and b are within this run's noise on average (a minus b = 0 ± 0, paired over 100 steps: 0.0 "
+            "standard errors, under 2.26)");
+  EXPECT_EQ(paired_average_text(paired_diff(std::vector<double>(9, 1.0), std::vector<double>(9, 2.0), 100),
+                                "a", "b"),
+            "a and b are not compared: fewer steps than the rule's 10 blocks");
+}
+
 // exp2's "Lowest final loss" clause: the first place by the mean of the last 50 losses, and the paired
 // difference over the last multiple of 10 of them. Under 50 steps they can disagree: 49 steps where a's
 // first 9 are far lower make a first, while over the last 40 b is lower at every step. "Ahead ... beyond

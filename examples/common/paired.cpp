@@ -70,21 +70,38 @@ std::string standard_errors_text(double mean, double se) {
   return text;
 }
 
-std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name) {
+namespace {
+// paired_text and paired_average_text: where the two runs end, or how they compare over a whole run.
+std::string paired_clause(const PairedDiff& d, const std::string& a_name, const std::string& b_name,
+                          bool average) {
   if (!d.computed())
     return a_name + " and " + b_name + " are not compared: " +
            (d.steps == 0
                 ? "fewer steps than the rule's " + std::to_string(PairedDiff::kBlocks) + " blocks"
                 : std::string("a loss in their last ") + std::to_string(d.steps) + " steps is not finite");
-  const std::string paired = ", paired over the last " + std::to_string(d.steps) +
-                             " steps: " + standard_errors_text(d.mean, d.se) + " standard errors";
+  const std::string paired = std::string(average ? ", paired over " : ", paired over the last ") +
+                             std::to_string(d.steps) + " steps: " + standard_errors_text(d.mean, d.se) +
+                             " standard errors";
   if (!d.resolved())
-    return a_name + " and " + b_name + " end within this run's noise (" + a_name + " minus " + b_name +
-           " = " + num(d.mean, 2) + " ± " + num(d.se, 2) + paired + ", under " + num(PairedDiff::kT975, 3) +
-           ")";
+    return a_name + " and " + b_name +
+           (average ? " are within this run's noise on average (" : " end within this run's noise (") +
+           a_name + " minus " + b_name + " = " + num(d.mean, 2) + " ± " + num(d.se, 2) + paired + ", under " +
+           num(PairedDiff::kT975, 3) + ")";
   const bool a_lower = d.mean < 0;
-  return (a_lower ? a_name : b_name) + " ends lower than " + (a_lower ? b_name : a_name) + " by " +
+  const std::string& lower = a_lower ? a_name : b_name;
+  const std::string& higher = a_lower ? b_name : a_name;
+  return (average ? lower + "'s loss is lower than " + higher + "'s on average by "
+                  : lower + " ends lower than " + higher + " by ") +
          num(std::abs(d.mean), 3) + " ± " + num(d.se, 2) + " (" + paired.substr(2) + ")";
+}
+}  // namespace
+
+std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name) {
+  return paired_clause(d, a_name, b_name, false);
+}
+
+std::string paired_average_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name) {
+  return paired_clause(d, a_name, b_name, true);
 }
 
 std::string lead_text(const PairedDiff& d) {

@@ -64,6 +64,10 @@ std::string paired_rule_text(const std::string& what, const std::string& who, si
 //    RMSNorm = 0.0017 ± 0.0024, paired over the last 50 steps: 0.7 standard errors, under 2.26)"
 // or why the two are not compared.
 std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name);
+// The same over a whole run rather than its end (exp4: which run got lower sooner), e.g.
+//   "DeepNorm's loss is lower than Post-LN's on average by 0.218 ± 0.034 (paired over 500 steps: 6.3
+//    standard errors)"
+std::string paired_average_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name);
 
 // How the config ranked first by its final loss stands against the next (d = first minus next), as the
 // clause before paired_text: ", ahead of the next beyond this run's noise: " when d is called and negative;
