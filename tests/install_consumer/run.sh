@@ -21,12 +21,12 @@ mv "$work/staged" "$work/prefix"
 # The library's own compiler: a clang build (the ThreadSanitizer one, scripts/tsan.sh) links clang's
 # sanitizer runtime and libomp, which GCC's would not match.
 cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
-# Ninja, as the main build: it is one of scripts/deps.sh's packages, where make may not be (Debian's cmake
-# only recommends it, and an image installed without recommends has none).
 # A sanitizer build's installed headers are the release build's: its run leaves compiling each on its own
 # to that one (tests/install_consumer/CMakeLists.txt, NG_EACH_HEADER).
 each_header=ON
 if grep -qE '^NORMGRAD_(SANITIZE|TSAN):BOOL=ON$' "$build_dir/CMakeCache.txt"; then each_header=OFF; fi
+# Ninja, as the main build: it is one of scripts/deps.sh's packages, where make may not be (Debian's cmake
+# only recommends it, and an image installed without recommends has none).
 quiet cmake -G Ninja -S "$src_dir" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DNG_VERSION="$version" \
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DNG_EACH_HEADER="$each_header" ${cxx:+-DCMAKE_CXX_COMPILER="$cxx"}
 # The package just installed, not another normgrad on this machine.
