@@ -68,7 +68,9 @@ constexpr int64_t kReferenceRowStride = 7;
 constexpr int64_t kReferenceRowStride = 1;
 #endif
 
-bool has_reference(int64_t i, int64_t M) { return i % kReferenceRowStride == 0 || i == M - 1; }
+bool has_reference(int64_t i, int64_t M) {
+  return i % kReferenceRowStride == 0 || i == M - 1;
+}
 
 // The naive result in the rows has_reference picks (the other rows keep p.C). One row of C is an M = 1
 // product: row i of op(A) starts at A + i * lda, or at A + i when A is transposed.
@@ -76,7 +78,8 @@ template <typename T>
 std::vector<T> run_naive(const Problem<T>& p, bool accumulate) {
   std::vector<T> C = p.C;
   if (kReferenceRowStride == 1) {
-    gemm_naive<T>(p.ta, p.tb, p.M, p.N, p.K, p.A.data(), p.lda, p.B.data(), p.ldb, C.data(), p.ldc, accumulate);
+    gemm_naive<T>(p.ta, p.tb, p.M, p.N, p.K, p.A.data(), p.lda, p.B.data(), p.ldb, C.data(), p.ldc,
+                  accumulate);
     return C;
   }
   for (int64_t i = 0; i < p.M; ++i)
