@@ -1,33 +1,42 @@
-// Experiment 4: DeepNorm against Post-LN (and Pre-LN) in a deep stack.
+// Experiment 4: DeepNorm against Post-LN (and Pre-LN) in a deep stack, and what warmup does for each
+// position.
 //
 //   Post-LN   x = LN(x + f(x))                       the 2017 Transformer
 //   DeepNorm  x = LN(alpha x + f(x)), alpha = (2N)^(1/4), with the value, output and FFN matrices drawn
 //             scaled by beta = (8N)^(-1/4)          (DeepNet, Wang et al. 2022; nn/block.h)
 //   Pre-LN    x = x + f(LN(x)), and a final LN       the control: the position exp3 recommends
 //
-// All three at N layers (--layers, default 24), with one learning rate (--lr, default 1e-3: Pre-LN's rate in
-// exp3), no warmup, Adam, clip_grad_norm 1.0 (--clip 0: none), batch 16, hidden 64, 4 heads. Full run:
-// seq 64, 500 steps (about 6 minutes on 2 cores); --quick: 12 layers, seq 32, 150 steps (under half a
-// minute).
-// Same task choice as experiments 2 and 3 (--task shakespeare | copy, examples/common/lm_task.h); the three
-// runs see the same batches.
+// All at N layers (--layers, default 24), with one learning rate (--lr, default 1e-3: Pre-LN's rate in
+// exp3), Adam, clip_grad_norm 1.0 (--clip 0: none), batch 16, hidden 64, 4 heads. Post-LN, DeepNorm and
+// Pre-LN start at the full rate; "Post-LN + warmup" and "Pre-LN + warmup" ramp it up linearly over the first
+// W steps (--warmup, default a tenth of the steps; 0 leaves these two runs out). Full run: seq 64, 500
+// steps (about 8 minutes on 2 cores); --quick: 12 layers, seq 32, 150 steps (under a minute).
+// Same task choice as experiments 2 and 3 (--task shakespeare | copy, examples/common/lm_task.h); all runs
+// see the same batches.
 //
 // The lesson claims three things of DeepNorm (it trained a 1000-layer Transformer): it needs no warmup, its
 // gradient norm stays stable, and it converges faster than Post-LN. This run tests them at N layers, and
 // the summary computes each verdict from the runs:
-//   - no warmup: DeepNorm did not diverge, and its loss fell (the first 10 steps against the last 100);
+//   - no warmup: DeepNorm did not diverge, and it ended below the task's context-free loss (what a model
+//     that ignores context scores, LMTask::context_free_loss: it learned to use context);
 //   - faster than Post-LN: the paired difference of the two loss curves over the whole run (an area
 //     between the curves: a run that gets there sooner is lower for longer), and over the last 100 steps
 //     (where each ends), both by the rule of examples/common/paired.h;
 //   - a stable gradient norm: each run's global gradient norm before clipping, its median over the run and
 //     its largest as a multiple of that median, DeepNorm's against Post-LN's. One run, no error bar: the
 //     summary says so.
+// It claims of warmup that Post-LN needs it to train stably and Pre-LN does not. The summary says whether
+// each position trained (ended below the context-free loss) with and without it, what warmup changed at
+// the end of each (paired, last 100 steps), and whether it did more for Post-LN than for Pre-LN: the effect
+// curves e_k = (with warmup)_k - (without)_k of the two positions paired step by step.
 // 1000 layers are out of reach of a CPU; the summary names the depth it ran.
 //
 // Output in --out: deepnorm.{png,csv,md,cmd.txt}.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <utility>
 
 #include "examples/common/cli.h"
 #include "examples/common/finite_range.h"
@@ -42,7 +51,10 @@ using namespace ng::examples;
 namespace {
 
 struct Run {
+  Run(std::string name_, std::string position_, int64_t warmup_ = 0)
+      : name(std::move(name_)), position(std::move(position_)), warmup(warmup_) {}
   std::string name, position;
+  int64_t warmup = 0;  // linear warmup steps (TrainSpec::warmup); 0: the full rate from step 1
   TrainResult result;
   double final_loss = 0, fell = 0;
   double grad_median = NAN, grad_max = NAN;  // over the run's finite gradient norms
@@ -61,34 +73,56 @@ double median_finite(std::vector<double> v) {
   return 0.5 * (v[m] + *std::max_element(v.begin(), v.begin() + std::ptrdiff_t(m)));
 }
 
+bool diverged(const Run& r) {
+  return r.result.nan_step >= 0;
+}
+
 // "diverged (loss is NaN) at step 7" for a run that did, "" otherwise.
 std::string diverged_text(const Run& r) {
-  return r.result.nan_step < 0
+  return !diverged(r)
              ? ""
              : r.name + " diverged (" + r.result.nan_what + ") at step " + std::to_string(r.result.nan_step);
 }
 
-// The summary's three lines on the lesson's claims, from the runs: deep = DeepNorm, post = Post-LN.
-std::string claims_text(const Run& deep, const Run& post, int64_t layers, int64_t steps) {
+// A run trained when it did not diverge and ended (the mean of its last kWindow losses) below the task's
+// context-free loss `cf`: it learned to use context, not only the targets' frequencies.
+bool trained(const Run& r, double cf) {
+  return !diverged(r) && r.final_loss < cf;
+}
+
+// "ended at 1.89, below the context-free loss" / "ended at 3.33, not below the context-free loss" /
+// "diverged (loss is NaN) at step 7".
+std::string ending_text(const Run& r, double cf) {
+  if (diverged(r)) return "diverged (" + r.result.nan_what + ") at step " + std::to_string(r.result.nan_step);
+  return "ended at " + num(r.final_loss, 4) + (r.final_loss < cf ? ", below" : ", not below") +
+         " the context-free loss";
+}
+
+// The summary's three lines on the lesson's DeepNorm claims, from the runs: deep = DeepNorm, post = Post-LN
+// (both without warmup), cf = the task's context-free loss.
+std::string claims_text(const Run& deep, const Run& post, int64_t layers, int64_t steps, double cf) {
   std::string md;
   const std::string N = std::to_string(layers);
   // 1. no warmup
   md += "- **No warmup** (the lesson: DeepNorm trains 1000 layers without one). At " + N + " layers, ";
-  if (deep.result.nan_step >= 0)
+  if (diverged(deep))
     md += diverged_text(deep) + ": it did not train without warmup here.\n";
   else if (std::isnan(deep.fell))
     md += "one step is too few to tell whether DeepNorm trains.\n";
   else
-    md += std::string("DeepNorm ") + (deep.fell > 0 ? "trained without warmup" : "did not learn") +
-          ": its loss fell by " + num(deep.fell, 3) + " (the first 10 steps against the last 100)" +
-          (post.result.nan_step >= 0 ? ", where " + diverged_text(post)
-           : std::isnan(post.fell)   ? ""
-                                     : ", Post-LN's by " + num(post.fell, 3)) +
+    md += std::string("DeepNorm ") +
+          (trained(deep, cf) ? "trained without warmup" : "did not learn beyond the context-free loss") +
+          ": its loss fell by " + num(deep.fell, 3) + " (the first 10 steps against the last 100) and " +
+          ending_text(deep, cf) +
+          (diverged(post) ? ", where " + diverged_text(post)
+           : std::isnan(post.fell)
+               ? ""
+               : "; Post-LN's fell by " + num(post.fell, 3) + " and " + ending_text(post, cf)) +
           ".\n";
   // 2. faster than Post-LN
   md += "- **Faster than Post-LN** (the lesson's claim). ";
-  if (deep.result.nan_step >= 0 || post.result.nan_step >= 0) {
-    md += "Not compared: " + (deep.result.nan_step >= 0 ? diverged_text(deep) : diverged_text(post)) + ".\n";
+  if (diverged(deep) || diverged(post)) {
+    md += "Not compared: " + (diverged(deep) ? diverged_text(deep) : diverged_text(post)) + ".\n";
   } else {
     const size_t whole = deep.result.losses.size();
     const PairedDiff run = paired_diff(deep.result, post.result, whole);
@@ -101,12 +135,15 @@ std::string claims_text(const Run& deep, const Run& post, int64_t layers, int64_
           paired_average_text(run, deep.name, post.name) +
           ". Where they end: " + paired_text(end, deep.name, post.name) + ".\n";
   }
-  // 3. gradient norm
-  md += "- **A stable gradient norm** (the lesson's claim). Before clipping, over the " +
-        std::to_string(steps) + " steps: ";
-  auto grad_text = [](const Run& r) {
+  // 3. gradient norm. A run that diverged has fewer norms than steps (the last one NaN): each is counted.
+  const bool whole_runs = !diverged(deep) && !diverged(post);
+  md += "- **A stable gradient norm** (the lesson's claim). Before clipping, over " +
+        (whole_runs ? "the " + std::to_string(steps) + " steps" : std::string("the steps each ran")) + ": ";
+  auto grad_text = [whole_runs](const Run& r) {
     return r.name + "'s median " + num(r.grad_median, 3) + ", largest " + num(r.grad_max, 3) + " at step " +
-           std::to_string(r.grad_max_step) + " (" + num(r.grad_max / r.grad_median, 3) + "x the median)";
+           std::to_string(r.grad_max_step) + " (" + num(r.grad_max / r.grad_median, 3) + "x the median" +
+           (whole_runs ? std::string() : ", over " + std::to_string(r.result.grad_norms.size()) + " steps") +
+           ")";
   };
   if (!std::isfinite(deep.grad_median) || !std::isfinite(post.grad_median)) {
     md += "not compared, a run has no finite gradient norm.\n";
@@ -120,43 +157,115 @@ std::string claims_text(const Run& deep, const Run& post, int64_t layers, int64_
   return md;
 }
 
+// The warmup section's lines, from the four runs of the two positions with and without warmup. cf = the
+// task's context-free loss. The lesson: Post-LN needs warmup to train stably, Pre-LN does not.
+std::string warmup_text(const Run& post, const Run& post_w, const Run& pre, const Run& pre_w, double cf) {
+  std::string md;
+  // What warmup changed at the end of one position: with minus without, paired over the last kWindow.
+  auto change_text = [](const Run& with, const Run& without) {
+    const PairedDiff d = paired_diff(with.result, without.result, kWindow);
+    return std::string(!d.resolved() ? "warmup made no difference beyond this run's noise"
+                       : d.mean < 0  ? "warmup helped"
+                                     : "warmup hurt") +
+           ": " + paired_text(d, with.name, without.name);
+  };
+  // 1. Post-LN needs warmup
+  md += "- **Post-LN needs warmup** (the lesson). Without warmup Post-LN " + ending_text(post, cf) +
+        "; with warmup it " + ending_text(post_w, cf) + ". ";
+  const bool post_ok = trained(post, cf), post_w_ok = trained(post_w, cf);
+  md += post_ok && post_w_ok    ? "It trained either way, so it did not need warmup here, against the lesson"
+        : !post_ok && post_w_ok ? "It trained only with warmup: it needs it here, as the lesson says"
+        : post_ok               ? "It trained only without warmup, against the lesson"
+                                : "It trained neither way";
+  md += diverged(post) || diverged(post_w) ? ".\n" : "; " + change_text(post_w, post) + ".\n";
+  // 2. Pre-LN does not
+  md += "- **Pre-LN does not** (the lesson). Without warmup Pre-LN " + ending_text(pre, cf) +
+        "; with warmup it " + ending_text(pre_w, cf) + ". ";
+  md += trained(pre, cf) ? "It trained without warmup, as the lesson says"
+                         : "It did not train without warmup, against the lesson";
+  md += diverged(pre) || diverged(pre_w) ? ".\n" : "; " + change_text(pre_w, pre) + ".\n";
+  // 3. more for Post-LN than for Pre-LN: the effect curves paired
+  if (diverged(post) || diverged(post_w) || diverged(pre) || diverged(pre_w)) {
+    md += "- Warmup's effect on the two positions is not compared: a run diverged.\n";
+    return md;
+  }
+  auto effect = [](const Run& with, const Run& without) {
+    std::vector<double> e;
+    for (size_t k = 0; k < with.result.losses.size(); ++k)
+      e.push_back(with.result.losses[k] - without.result.losses[k]);
+    return e;
+  };
+  const PairedDiff d = paired_diff(effect(post_w, post), effect(pre_w, pre), kWindow);
+  if (!d.computed()) return md;
+  md +=
+      "- **Which needs it more.** Warmup's effect (with minus without) on Post-LN minus its effect on "
+      "Pre-LN is " +
+      num(d.mean, 3) + " ± " + num(d.se, 2) + " (the effect curves paired over the last " +
+      std::to_string(d.steps) + " steps: " + standard_errors_text(d.mean, d.se) + " standard errors): " +
+      (!d.resolved() ? "warmup did about as much for each, against the lesson"
+       : d.mean < 0  ? "warmup did Post-LN more good (or less harm) than Pre-LN, as the lesson says"
+                     : "warmup did Pre-LN more good (or less harm) than Post-LN, against the lesson") +
+      ".\n";
+  return md;
+}
+
 }  // namespace
 
 static int run(int argc, char** argv) {
   CLI::App app{
-      "Experiment 4: DeepNorm vs Post-LN (and Pre-LN) at N layers, one learning rate, no warmup, clip 1.0."};
+      "Experiment 4: DeepNorm vs Post-LN (and Pre-LN) at N layers, one learning rate, clip 1.0; Post-LN and "
+      "Pre-LN also with a warmup."};
   CommonOptions opt;
   add_common_flags(app, opt);
   std::string task_flag;
   add_task_flag(app, task_flag);
-  int64_t layers = 0;
+  int64_t layers = 0, warmup = -1;
   double lr = 1e-3, clip = 1.0;
   app.add_option("--layers", layers, "depth of every model (default 24; --quick 12)")
       ->check(CLI::Range(1, 1000));
-  app.add_option("--lr", lr, "the one learning rate of all three runs (exp3's Pre-LN rate)")
+  app.add_option("--lr", lr, "the one learning rate of all the runs (exp3's Pre-LN rate)")
       ->check(FiniteRange(1e-8, 10.0))
       ->capture_default_str();
   app.add_option("--clip", clip, "clip_grad_norm's max norm; 0 for none")
       ->check(FiniteRange(0.0, 1e12))
       ->capture_default_str();
+  app.add_option("--warmup", warmup,
+                 "linear warmup steps of the runs \"Post-LN + warmup\" and \"Pre-LN + warmup\", fewer than "
+                 "--steps (default a tenth of the steps); 0 leaves those two runs out")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   const std::string no_checkpoint = "experiment 4 keeps no checkpoint; exp2 and exp3 do";
   mark_flags_unused(app, {"--save", "--resume"}, no_checkpoint);
   if (auto rc = parse_flags(app, argc, argv, opt)) return *rc;
   note_unused_flags(app, {"--save", "--resume"}, no_checkpoint);
+  const int64_t steps = opt.steps_or(500, 150);
+  if (warmup < 0) {
+    warmup = std::max<int64_t>(steps / 10, 1);
+  } else if (warmup >= steps) {
+    std::cerr << "--warmup: expected fewer warmup steps than the run's " << steps << " (--steps), got "
+              << warmup << "\n";
+    return 2;
+  }
   LMTask task;
   if (!choose_task(task_flag, opt, task)) return 2;
   Report report(opt, "deepnorm", argc, argv);
-  const int64_t steps = opt.steps_or(500, 150);
   if (layers == 0) layers = opt.quick ? 12 : 24;
   const int64_t dim = 64, seq = opt.quick ? 32 : 64;
+  const double cf = task.context_free_loss();
 
-  std::vector<Run> runs = {{"Post-LN", "post", {}}, {"DeepNorm", "deepnorm", {}}, {"Pre-LN", "pre", {}}};
+  std::vector<Run> runs = {{"Post-LN", "post"}, {"DeepNorm", "deepnorm"}, {"Pre-LN", "pre"}};
+  if (warmup > 0) {
+    runs.insert(runs.begin() + 1, Run{"Post-LN + warmup", "post", warmup});
+    runs.push_back(Run{"Pre-LN + warmup", "pre", warmup});
+  }
+  auto find = [&runs](const std::string& name) -> const Run& {
+    return *std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.name == name; });
+  };
   const std::string clip_text = clip > 0 ? "clip " + num(clip) : "no clipping";
   std::printf(
       "Task %s (vocab %lld), %lld layers, hidden %lld, seq %lld, batch 16, %lld steps, Adam lr %s, %s, "
-      "seed %llu\n",
+      "warmup %lld steps (the + warmup runs), seed %llu\n",
       task.name.c_str(), (long long)task.vocab, (long long)layers, (long long)dim, (long long)seq,
-      (long long)steps, num(lr).c_str(), clip_text.c_str(), (unsigned long long)opt.seed);
+      (long long)steps, num(lr).c_str(), clip_text.c_str(), (long long)warmup, (unsigned long long)opt.seed);
   for (Run& r : runs) {
     nn::TinyLMConfig c;
     c.dim = dim;
@@ -171,6 +280,7 @@ static int run(int argc, char** argv) {
     TrainSpec spec;
     spec.label = r.name;
     spec.lr = lr;
+    spec.warmup = r.warmup;
     spec.steps = steps;
     spec.seq = seq;
     spec.clip = clip;
@@ -184,67 +294,74 @@ static int run(int argc, char** argv) {
     r.grad_median = median_finite(g);
     for (size_t k = 0; k < g.size(); ++k)
       if (std::isfinite(g[k]) && !(g[k] <= r.grad_max)) r.grad_max = g[k], r.grad_max_step = int64_t(k) + 1;
-    std::printf("  %-8s %6.1f s  final %.4f  fell %.4f  grad norm median %.3g max %.3g%s\n", r.name.c_str(),
+    std::printf("  %-16s %6.1f s  final %.4f  fell %.4f  grad norm median %.3g max %.3g%s\n", r.name.c_str(),
                 r.result.seconds, r.final_loss, r.fell, r.grad_median, r.grad_max,
-                r.result.nan_step >= 0 ? ("  NaN at step " + std::to_string(r.result.nan_step)).c_str() : "");
+                diverged(r) ? ("  NaN at step " + std::to_string(r.result.nan_step)).c_str() : "");
   }
 
   // ---- figure: loss curves, gradient norms, final losses, gradient-norm summary ----
+  // A position's warmup run has its color, dashed.
+  auto color_of = [](const Run& r) {
+    return plot::palette(r.position == "post" ? 0 : r.position == "deepnorm" ? 1 : 2);
+  };
   auto curve_panel = [&](const std::string& title, const std::string& ylabel, auto values) {
     plot::LineChart c;
     c.title = title;
     c.xlabel = "step";
     c.ylabel = ylabel;
     c.yscale = plot::Scale::Log;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const Run& r = runs[i];
+    for (const Run& r : runs) {
       const std::vector<double>& v = values(r);
       plot::Series s;
       s.label = r.name;
-      s.color = plot::palette(int(i));
+      s.color = color_of(r);
+      s.dashed = r.warmup > 0;
       // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
       for (size_t k = 0; k < v.size(); ++k) {
         s.x.push_back(double(k + 1));
         s.y.push_back(std::isfinite(v[k]) && v[k] > 0 ? v[k] : NAN);
       }
       c.series.push_back(s);
-      if (r.result.nan_step >= 0)
+      if (diverged(r))
         c.vlines.push_back(
             {double(r.result.nan_step), r.name + " NaN at step " + std::to_string(r.result.nan_step)});
     }
+    if (warmup > 0) c.vlines.push_back({double(warmup), "warmup ends", plot::colors::gray});
     return c;
   };
   plot::LineChart loss =
       curve_panel("Training loss", "loss (log)",
                   [](const Run& r) -> const std::vector<double>& { return r.result.losses; });
   // A uniform guess over the vocabulary scores ln(V); it also keeps the y range defined when every run
-  // diverged at its first step.
+  // diverged at its first step. For the copy task the context-free loss is the same line.
   loss.hlines.push_back(
       {std::log(double(task.vocab)),
        "uniform guess: ln " + std::to_string(task.vocab) + " = " + num(std::log(double(task.vocab)), 3),
        plot::colors::gray});
+  if (task.name != "copy") loss.hlines.push_back({cf, "context-free loss " + num(cf, 3), plot::colors::gray});
   plot::LineChart grads =
       curve_panel("Gradient norm before clipping", "global L2 norm (log)",
                   [](const Run& r) -> const std::vector<double>& { return r.result.grad_norms; });
   if (clip > 0) grads.hlines.push_back({clip, "clip at " + num(clip), plot::colors::gray});
   plot::BarChart finals;
   finals.title = "Final loss (mean of last " + std::to_string(kWindow) + ")";
-  finals.categories = {"Post-LN", "DeepNorm", "Pre-LN"};
-  finals.groups = {
-      {"final loss", {runs[0].final_loss, runs[1].final_loss, runs[2].final_loss}, plot::palette(0)}};
   plot::BarChart spread;
   spread.title = "Gradient norm: median, and largest / median";
+  std::vector<double> final_values, medians, ratios;
+  for (const Run& r : runs) {
+    finals.categories.push_back(r.name);
+    final_values.push_back(r.final_loss);
+    medians.push_back(r.grad_median);
+    ratios.push_back(r.grad_max / r.grad_median);
+  }
+  finals.groups = {{"final loss", final_values, plot::palette(0)}};
   spread.categories = finals.categories;
-  spread.groups = {
-      {"median", {runs[0].grad_median, runs[1].grad_median, runs[2].grad_median}, plot::palette(0)},
-      {"largest / median",
-       {runs[0].grad_max / runs[0].grad_median, runs[1].grad_max / runs[1].grad_median,
-        runs[2].grad_max / runs[2].grad_median},
-       plot::palette(1)}};
+  spread.groups = {{"median", medians, plot::palette(0)}, {"largest / median", ratios, plot::palette(1)}};
   plot::Figure fig;
   fig.title = "Experiment 4: DeepNorm vs Post-LN vs Pre-LN, " + std::to_string(layers) + " layers, " +
               task.name + ", hidden " + std::to_string(dim) + ", " + std::to_string(steps) + " steps, lr " +
-              num(lr) + ", " + clip_text + ", seed " + std::to_string(opt.seed);
+              num(lr) + ", " + clip_text + (warmup > 0 ? ", warmup " + std::to_string(warmup) : "") +
+              ", seed " + std::to_string(opt.seed);
   fig.cols = 2;
   fig.panels = {loss, grads, finals, spread};
   const std::string png = report.add_figure(fig);
@@ -252,42 +369,56 @@ static int run(int argc, char** argv) {
   // ---- summary ----
   std::vector<std::vector<std::string>> rows;
   for (const Run& r : runs)
-    rows.push_back({r.name, r.result.nan_step >= 0 ? std::to_string(r.result.nan_step) : "-",
-                    num(r.final_loss, 4), num(r.fell, 4), num(r.grad_median, 4), num(r.grad_max, 4),
+    rows.push_back({r.name, r.warmup > 0 ? std::to_string(r.warmup) : "-",
+                    diverged(r) ? std::to_string(r.result.nan_step) : "-", num(r.final_loss, 4),
+                    num(r.fell, 4), num(r.grad_median, 4), num(r.grad_max, 4),
                     r.grad_max_step > 0 ? std::to_string(r.grad_max_step) : "-", num(r.result.seconds, 3)});
   const nn::BlockConfig depth = [&] {
     nn::BlockConfig b;
     b.n_layers = layers;
     return b;
   }();
+  const std::string all = runs.size() == 3 ? "all three" : "all five";
   std::string md = "# Experiment 4: DeepNorm vs Post-LN\n\n";
   md += "Task `" + task.name + "`, TinyLM " + std::to_string(layers) + " layers, hidden " +
-        std::to_string(dim) + ", 4 heads, 4x ReLU FFN, LayerNorm; Adam lr " + num(lr) +
-        " for all three, no warmup, batch 16, seq " + std::to_string(seq) + ", " + std::to_string(steps) +
-        " steps, " + clip_text + ", seed " + std::to_string(opt.seed) +
+        std::to_string(dim) + ", 4 heads, 4x ReLU FFN, LayerNorm; Adam lr " + num(lr) + " for " + all +
+        ", batch 16, seq " + std::to_string(seq) + ", " + std::to_string(steps) + " steps, " + clip_text +
+        ", seed " + std::to_string(opt.seed) +
         ". DeepNorm's alpha = (2N)^(1/4) = " + num(depth.deepnorm_alpha(), 4) +
         " and beta = (8N)^(-1/4) = " + num(depth.deepnorm_beta(), 4) + " at N = " + std::to_string(layers) +
-        ".\n\n";
+        ". " +
+        (warmup > 0 ? "The two warmup runs ramp the rate linearly over the first " + std::to_string(warmup) +
+                          " steps (step s at lr * s / " + std::to_string(warmup) +
+                          "), then hold it; the others start at lr."
+                    : std::string("No run has a warmup (--warmup 0).")) +
+        "\n\n";
+  md += "The context-free loss, " + num(cf, 4) + ", is what the best model that ignores context scores (" +
+        (task.name == "copy"
+             ? std::string("ln ") + std::to_string(task.vocab) + ": the targets are uniform"
+             : std::string("the entropy of the training text's bytes: letter frequencies alone")) +
+        "). A run that ends below it has learned to use its context.\n\n";
   if (opt.quick)
     md +=
-        "**--quick**: a shallower model on shorter windows than the full run (12 layers and seq 32 instead "
-        "of 24 and 64), and 150 steps, so the three runs fit in half a minute on 2 cores. Numbers are not "
-        "comparable with a full run.\n\n";
-  md += md_table({"run", "NaN step", "final loss (last 100)", "loss fell by", "grad norm median",
+        "**--quick**: shorter windows than the full run (seq 32 instead of 64) and, unless --layers and "
+        "--steps say otherwise, a shallower model and fewer steps (12 layers and 150 steps instead of 24 and "
+        "500), so the runs fit in under a minute on 2 cores. Numbers are not comparable with a full run.\n\n";
+  md += md_table({"run", "warmup", "NaN step", "final loss (last 100)", "loss fell by", "grad norm median",
                   "grad norm largest", "at step", "seconds"},
                  rows);
-  md += "\n" + paired_rule_text("Two runs", "all three", kWindow) + "\n";
+  md += "\n" + paired_rule_text("Two runs", all, kWindow) + "\n";
   md += "\n## The lesson's claims at " + std::to_string(layers) + " layers\n\n";
-  md += claims_text(runs[1], runs[0], layers, steps);
+  md += claims_text(find("DeepNorm"), find("Post-LN"), layers, steps, cf);
   md += "- The lesson's 1000 layers are not run here: this run has " + std::to_string(layers) + ".\n";
   md += "\n## Against Pre-LN\n\n- ";
-  if (runs[1].result.nan_step >= 0 || runs[2].result.nan_step >= 0)
-    md +=
-        "Not compared: " + (runs[1].result.nan_step >= 0 ? diverged_text(runs[1]) : diverged_text(runs[2])) +
-        ".\n";
+  const Run &deep = find("DeepNorm"), &pre = find("Pre-LN");
+  if (diverged(deep) || diverged(pre))
+    md += "Not compared: " + (diverged(deep) ? diverged_text(deep) : diverged_text(pre)) + ".\n";
   else
-    md +=
-        paired_text(paired_diff(runs[2].result, runs[1].result, kWindow), runs[2].name, runs[1].name) + ".\n";
+    md += paired_text(paired_diff(pre.result, deep.result, kWindow), pre.name, deep.name) + ".\n";
+  if (warmup > 0) {
+    md += "\n## Warmup at " + std::to_string(layers) + " layers\n\n";
+    md += warmup_text(find("Post-LN"), find("Post-LN + warmup"), pre, find("Pre-LN + warmup"), cf);
+  }
   report.write_all(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());
   return 0;

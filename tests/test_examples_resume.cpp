@@ -1,5 +1,7 @@
 // --save / --resume in the trainers: a run that stops, saves and resumes gives the same bits as one that
-// never stopped, and resuming a checkpoint that is already at (or past) the run's last step is an ng::Error.
+// never stopped (also in the middle of a warmup), and resuming a checkpoint that is already at (or past) the
+// run's last step, or of another run, is an ng::Error. Also the loop's warmup and the task's own pieces
+// (its windows, its context-free loss, a short corpus).
 //
 // This calls the trainers' shared loop (examples/common/lm_task.h, train_lm) on the copy task with a small
 // model, with dropout on so that the dropout generator's state must also travel in the checkpoint.
@@ -7,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -225,6 +228,150 @@ TEST(Examples, ResumeOfAnotherRunIsAnError) {
   fs::remove(a);
   fs::remove(b);
   fs::remove(ckpt);
+}
+
+// TrainSpec::warmup ramps the rate up: step s trains at lr * s / warmup. Adam's first step moves each weight
+// by lr * m / (sqrt(v) + eps) with m = g and v = g^2 (bias-corrected), the same factor in every run that
+// sees the same gradient: so a warmup of 4, whose first step is at lr / 4, moves the weights a quarter as far
+// as no warmup, and a warmup of 1 as far.
+TEST(Examples, WarmupRampsTheLearningRate) {
+  const LMTask task = LMTask::copy();
+  auto moved = [&](int64_t warmup) {
+    nn::TinyLM m(small_config(task));
+    std::vector<std::vector<float>> before;
+    for (const Tensor& p : m.parameters()) before.push_back(p.to_vector<float>());
+    TrainSpec spec = small_spec(1);
+    spec.warmup = warmup;
+    train_lm(m, task, spec, true);
+    double sum = 0;
+    const std::vector<Tensor> after = m.parameters();
+    for (size_t i = 0; i < after.size(); ++i) {
+      const std::vector<float> v = after[i].to_vector<float>();
+      for (size_t k = 0; k < v.size(); ++k) sum += std::abs(double(v[k]) - double(before[i][k]));
+    }
+    return sum;
+  };
+  const double full = moved(0);
+  ASSERT_GT(full, 0);
+  EXPECT_NEAR(moved(4) / full, 0.25, 1e-3);
+  EXPECT_NEAR(moved(1) / full, 1.0, 1e-3);
+}
+
+// A run saved in the middle of its warmup resumes to the same bits as the run that never stopped, and its
+// losses differ from a run without warmup from step 2 on (the first loss is before any step).
+TEST(Examples, ResumeMidWarmupContinuesTheRunBitwise) {
+  const LMTask task = LMTask::copy();
+  auto spec = [](int64_t steps) {
+    TrainSpec s = small_spec(steps);
+    s.warmup = 4;
+    return s;
+  };
+  nn::TinyLM straight(small_config(task)), plain(small_config(task));
+  const TrainResult full = train_lm(straight, task, spec(6), true);
+  const TrainResult no_warmup = train_lm(plain, task, small_spec(6), true);
+  ASSERT_EQ(full.losses.size(), 6u);
+  EXPECT_TRUE(same_bits(full.losses[0], no_warmup.losses[0]));
+  for (size_t k = 1; k < 6; ++k) EXPECT_NE(full.losses[k], no_warmup.losses[k]) << "step " << k + 1;
+
+  const fs::path ckpt = temp_file("warmup");
+  nn::TinyLM first(small_config(task)), resumed(small_config(task));
+  train_lm(first, task, spec(2), true, "", ckpt.string());
+  const TrainResult b = train_lm(resumed, task, spec(6), true, ckpt.string(), "");
+  ASSERT_EQ(b.losses.size(), 6u);
+  for (size_t k = 0; k < 6; ++k)
+    EXPECT_TRUE(same_bits(b.losses[k], full.losses[k]))
+        << "step " << k + 1 << ": resumed " << b.losses[k] << " vs straight " << full.losses[k];
+  fs::remove(ckpt);
+}
+
+// A checkpoint records its run's warmup (metadata train.warmup; absent: none). Resuming it with another
+// warmup, or with a rate that the warmup does not give at the checkpoint's step, is an ng::Error, and so is
+// a train.warmup that is not a whole number >= 0.
+TEST(Examples, ResumeWithAnotherWarmupIsAnError) {
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  const LMTask task = LMTask::copy();
+  auto spec = [](int64_t steps, int64_t warmup, double lr) {
+    TrainSpec s = small_spec(steps);
+    s.warmup = warmup;
+    s.lr = lr;
+    return s;
+  };
+  const fs::path ckpt = temp_file("warmup_other");
+  {
+    nn::TinyLM m(small_config(task));
+    train_lm(m, task, spec(2, 4, 1e-3), true, "", ckpt.string());  // saved at lr 1e-3 * 2 / 4
+  }
+  check_checkpoint_flags(small_config(task), task, spec(6, 4, 1e-3), ckpt.string(), "");  // the same run
+  for (const auto& case_ :
+       {std::pair{spec(6, 0, 1e-3), std::string("--resume: the checkpoint " + ckpt.string() +
+                                                " trained resume-test with a warmup of 4 steps, this run "
+                                                "asks for 0: give the warmup of the run that saved it")},
+        std::pair{spec(6, 4, 5e-3),
+                  std::string("trained resume-test at lr 0.0005, this run asks for lr 0.0025 at step 2 (lr "
+                              "0.005 after its warmup)")}}) {
+    const TrainSpec& s = case_.first;
+    const std::string& expected = case_.second;
+    EXPECT_NE(error_of([&] {
+                check_checkpoint_flags(small_config(task), task, s, ckpt.string(), "");
+              }).find(expected),
+              std::string::npos)
+        << expected;
+    nn::TinyLM m(small_config(task));
+    EXPECT_NE(error_of([&] { train_lm(m, task, s, true, ckpt.string(), ""); }).find(expected),
+              std::string::npos)
+        << expected;
+  }
+  // The key missing (a checkpoint of a run without warmup, or from before train_lm had it), or not a count.
+  const io::SafetensorsData data = io::load_safetensors(ckpt.string());
+  for (const auto& [value, expected] :
+       {std::pair<std::string, std::string>{"",
+                                            "trained resume-test with a warmup of 0 steps, this run asks "
+                                            "for 4"},
+        {"-3", "train.warmup is not a whole number of steps >= 0 (got -3)"},
+        {"2.5", "train.warmup is not a whole number of steps >= 0 (got 2.5)"},
+        {"four", "train.warmup is not JSON ("}}) {
+    auto meta = data.metadata;
+    if (value.empty())
+      meta.erase("train.warmup");
+    else
+      meta["train.warmup"] = value;
+    const fs::path bad = temp_file("bad_warmup");
+    io::save_safetensors(bad.string(), data.tensors, meta);
+    EXPECT_NE(error_of([&] {
+                check_checkpoint_flags(small_config(task), task, spec(6, 4, 1e-3), bad.string(), "");
+              }).find(expected),
+              std::string::npos)
+        << expected;
+    fs::remove(bad);
+  }
+  fs::remove(ckpt);
+}
+
+// The context-free loss: the entropy of the training split's bytes (shakespeare), ln(vocab) (copy). Two
+// corpora of 1200 bytes whose first 90% (the training split, 1080 bytes) holds a and b half and half, and
+// a, a, a, b: ln 2 and -(3/4 ln 3/4 + 1/4 ln 1/4). The last 10% (validation) does not count: it is all c.
+TEST(Examples, ContextFreeLossIsTheTargetsEntropy) {
+  EXPECT_NEAR(LMTask::copy().context_free_loss(), std::log(1000.0), 1e-12);
+  EXPECT_NEAR(LMTask::copy(7).context_free_loss(), std::log(7.0), 1e-12);
+  const fs::path path = temp_file("entropy_corpus");
+  for (const auto& [unit, expected] : {std::pair<std::string, double>{"ab", std::log(2.0)},
+                                       {"aaab", -(0.75 * std::log(0.75) + 0.25 * std::log(0.25))}}) {
+    std::string text;
+    while (text.size() < 1080) text += unit;
+    text += std::string(120, 'c');
+    io::atomic_write_file(path.string(), text);
+    const LMTask task = LMTask::shakespeare(path.string());
+    ASSERT_EQ(task.train_ids.size(), 1080u);
+    EXPECT_NEAR(task.context_free_loss(), expected, 1e-12) << unit;
+  }
+  fs::remove(path);
 }
 
 // A run that diverged is not saved: its generators have drawn the failed step's batch while its step count

@@ -72,6 +72,17 @@ void LMTask::batch(int64_t B, int64_t T, Generator& gen, Tensor& tokens, Tensor&
   targets = from_vector(y, {B, T});
 }
 
+double LMTask::context_free_loss() const {
+  if (name == "copy") return std::log(double(vocab));
+  std::vector<double> count(size_t(vocab), 0.0);
+  for (int64_t id : train_ids) count[size_t(id)] += 1;
+  const double n = double(train_ids.size());
+  double h = 0;
+  for (double c : count)
+    if (c > 0) h -= c / n * std::log(c / n);
+  return h;
+}
+
 nn::TinyLMConfig LMTask::configure(nn::TinyLMConfig c) const {
   c.vocab_size = vocab;
   if (name == "copy") {
@@ -150,18 +161,51 @@ void check_checkpoint_device(const TrainSpec& spec, const std::string& resume, c
 // The metadata key of the losses of steps 1..step, so that a resumed run's curve and statistics are those of
 // the straight run (a JSON array; every value is finite: a run that diverged is not saved).
 constexpr const char* kLossesKey = "train.losses";
+// The metadata key of the run's warmup steps (a JSON integer >= 0). A checkpoint without it is of a run
+// with none: train_lm wrote no such key before it had warmup.
+constexpr const char* kWarmupKey = "train.warmup";
+
+// The run's learning rate at each step: spec.lr, ramped up over the first spec.warmup steps.
+// schedule(s) is the rate of step s + 1 (the schedule counts from 0, a step count from 1).
+optim::LRSchedule lr_schedule(const TrainSpec& spec) {
+  return spec.warmup > 0 ? optim::linear_warmup(spec.lr, spec.warmup) : optim::constant_lr(spec.lr);
+}
+
+// The warmup a checkpoint's run had: its kWarmupKey, 0 when absent.
+int64_t saved_warmup(const nn::TrainState& state, const std::string& resume) {
+  auto it = state.metadata.find(kWarmupKey);
+  if (it == state.metadata.end()) return 0;
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(it->second);
+  } catch (const std::exception& e) {
+    fail("--resume", "the checkpoint ", resume, ": ", kWarmupKey, " is not JSON (", e.what(), ")");
+  }
+  NG_CHECK(saved.is_number_unsigned(), "--resume", "the checkpoint ", resume, ": ", kWarmupKey,
+           " is not a whole number of steps >= 0 (got ", it->second, ")");
+  return saved.get<int64_t>();
+}
 
 // Loads `resume` into `state` and checks that the run it holds is this one: steps left to run, the same
-// learning rate, data seed and vocabulary (each silently replaced by the file's before: a resumed run
-// labelled "lr 1e-3" went on at the checkpoint's 1e-4). Returns the saved losses (empty when the file has
+// warmup, learning rate, data seed and vocabulary (each silently replaced by the file's before: a resumed
+// run labelled "lr 1e-3" went on at the checkpoint's 1e-4). The optimizer's saved rate is that of the last
+// step it took, so during a warmup it is below spec.lr. Returns the saved losses (empty when the file has
 // none: a checkpoint not written by train_lm).
 std::vector<double> load_resume(const std::string& resume, nn::TrainState& state, const TrainSpec& spec,
                                 const LMTask& task, const Generator& data_gen) {
   nn::load_checkpoint(resume, state);
   NG_CHECK(state.step < spec.steps, "--resume", "the checkpoint ", resume, " is at step ", state.step,
            ", expected fewer than the ", spec.steps, " steps of this run (raise --steps)");
-  NG_CHECK(state.optimizer->lr == spec.lr, "--resume", "the checkpoint ", resume, " trained ", spec.label,
-           " at lr ", state.optimizer->lr, ", this run asks for lr ", spec.lr,
+  const int64_t warmup = saved_warmup(state, resume);
+  NG_CHECK(warmup == spec.warmup, "--resume", "the checkpoint ", resume, " trained ", spec.label,
+           " with a warmup of ", warmup, " steps, this run asks for ", spec.warmup,
+           ": give the warmup of the run that saved it");
+  const double last_lr = state.step > 0 ? lr_schedule(spec)(state.step - 1) : spec.lr;
+  NG_CHECK(state.optimizer->lr == last_lr, "--resume", "the checkpoint ", resume, " trained ", spec.label,
+           " at lr ", state.optimizer->lr, ", this run asks for lr ", last_lr,
+           state.step > 0 && state.step <= spec.warmup
+               ? " at step " + std::to_string(state.step) + " (lr " + num(spec.lr) + " after its warmup)"
+               : std::string(),
            ": give the learning-rate flags of the run that saved it");
   NG_CHECK(data_gen.seed() == spec.data_seed, "--resume", "the checkpoint ", resume,
            " drew its batches with data seed ", data_gen.seed(), ", this run's is ", spec.data_seed,
@@ -274,6 +318,7 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
   optim::AdamOptions ao;
   ao.lr = spec.lr;
   optim::Adam opt(model.named_parameters(), ao);
+  const optim::LRSchedule schedule = lr_schedule(spec);
   std::vector<Tensor> params = model.parameters();
   Generator data_gen(spec.data_seed);
   nn::CharTokenizer tokenizer;
@@ -328,6 +373,7 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
       r.nan_what = watch.what();
       break;
     }
+    opt.lr = schedule(state.step);  // state.step: the steps done before this one
     opt.step();
     state.step += 1;
     bar.update(step, l);
@@ -358,6 +404,7 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
       for (double l : r.losses) losses.push_back(l);
       state.metadata[kLossesKey] = losses.dump();
     }
+    state.metadata[kWarmupKey] = std::to_string(spec.warmup);
     nn::save_checkpoint(save, state);
     std::cerr << spec.label << ": saved checkpoint to " << save << "\n";
   }

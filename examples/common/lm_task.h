@@ -38,6 +38,13 @@ struct LMTask {
 
   // tokens, targets: (B, T) i64
   void batch(int64_t B, int64_t T, Generator& gen, Tensor& tokens, Tensor& targets, bool val = false) const;
+  // The loss of the best model that ignores context: the entropy of the targets' distribution, in nats.
+  //   shakespeare  -sum_c p_c ln p_c, p_c the share of byte c in the training split (about 3.31 for
+  //                TinyShakespeare): predicting letter frequencies alone, the same guess at every position.
+  //   copy         ln(vocab): the targets are uniform.
+  // A final loss below it means the model learned to use its context; at or above it, at best the
+  // frequencies.
+  double context_free_loss() const;
   // The model config the task needs on top of `base`: shakespeare = causal + RoPE; copy = the lesson's
   // original attention (unmasked, biases, no positions).
   nn::TinyLMConfig configure(nn::TinyLMConfig base) const;
@@ -70,6 +77,9 @@ struct TrainSpec {
   double lr = 1e-3;
   int64_t steps = 100, batch = 16, seq = 64;
   double clip = 0;  // 0: no gradient clipping
+  // Linear warmup (optim::linear_warmup): step s (1-based) trains at lr * s / warmup while s <= warmup, then
+  // at lr. 0: lr from the first step. A checkpoint records it, and --resume must give the same.
+  int64_t warmup = 0;
   uint64_t data_seed = 0;
   int64_t val_batches = 8;
   // Where the model trains: it must already be there (Module::to); each batch is copied to it and each loss
@@ -77,7 +87,8 @@ struct TrainSpec {
   Device device = Device::cpu();
 };
 
-// Adam, one fresh batch per step, stops at the first non-finite loss or gradient norm. Under
+// Adam (at spec.lr, or its warmup's rate), one fresh batch per step, stops at the first non-finite loss or
+// gradient norm. Under
 // --detect-anomaly (anomaly mode on) it also stops at the first op that makes a NaN/Inf, and nan_what is
 // the anomaly report naming that op.
 // `resume` (a checkpoint path, may be empty) is loaded into model + optimizer before training. `save` (may
@@ -91,8 +102,8 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
 // corrupt checkpoint, one of another model, one already at --steps, or --save/--resume on a GPU is an
 // ng::Error at once rather than after the other configs have trained for minutes. It loads `resume` into a
 // scratch model of `config`, exactly as train_lm will.
-// It also refuses a --resume whose run is not this one (another learning rate, data seed or vocabulary:
-// each was silently replaced by the file's), a --save that names a file the run reads or writes
+// It also refuses a --resume whose run is not this one (another learning rate, warmup, data seed or
+// vocabulary: each was silently replaced by the file's), a --save that names a file the run reads or writes
 // (`not_save_paths`: the corpus, the report's files), and a --save onto a file already there that is not
 // a normgrad checkpoint (nn::is_checkpoint_file): an earlier checkpoint is replaced, nothing else.
 void check_checkpoint_flags(const nn::TinyLMConfig& config, const LMTask& task, const TrainSpec& spec,
