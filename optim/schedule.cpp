@@ -25,6 +25,10 @@ static void check_schedule(const LRSchedule& s, const char* op) {
   NG_CHECK(s.warmup_steps >= 0, op, "expected warmup_steps >= 0 for ", s.kind, ", got ", s.warmup_steps);
   if (s.kind == "linear_warmup") return;
   check_rate(s.min_lr, "min_lr", op);
+  // The rate falls from base_lr to min_lr: a min_lr above it would make the "decay" a rise.
+  NG_CHECK(s.min_lr <= s.base_lr, op,
+           "expected min_lr <= base_lr for cosine (the rate falls to it), got min_lr ", s.min_lr,
+           " and base_lr ", s.base_lr);
   NG_CHECK(s.total_steps > s.warmup_steps, op, "expected 0 <= warmup_steps < total_steps for cosine, got ",
            "warmup_steps ", s.warmup_steps, " and total_steps ", s.total_steps);
 }

@@ -24,7 +24,7 @@ struct LRSchedule {
 
   // Checks the fields first, as the factories do (this is a public aggregate): an ng::Error
   // naming the field and its value for an unknown kind, a base_lr or min_lr that is not finite and >= 0, a
-  // negative warmup_steps, or a cosine total_steps <= warmup_steps.
+  // negative warmup_steps, or a cosine total_steps <= warmup_steps or min_lr > base_lr.
   double operator()(int64_t step) const;
 };
 

@@ -570,6 +570,12 @@ TEST(LRSchedule, ConstantWarmupCosine) {
   expect_error([] { optim::cosine_with_warmup(1.0, 5, 5); },
                {"cosine_with_warmup: expected 0 <= warmup_steps < total_steps",
                 "got warmup_steps 5 and total_steps 5"});
+  // min_lr above base_lr would turn the decay into a rise; equal is a constant rate after warmup.
+  expect_error(
+      [] { optim::cosine_with_warmup(1e-3, 0, 10, 2e-3); },
+      {"cosine_with_warmup: expected min_lr <= base_lr for cosine (the rate falls to it), got min_lr "
+       "0.002 and base_lr 0.001"});
+  EXPECT_DOUBLE_EQ(optim::cosine_with_warmup(1e-3, 0, 10, 1e-3)(5), 1e-3);
 }
 
 // LRSchedule is a public aggregate: one built by hand skipped the factories' checks, and gave NaN (cosine
@@ -582,6 +588,10 @@ TEST(LRSchedule, HandBuiltScheduleIsChecked) {
        "5"},
       {S{"cosine", 1.0, 0, 10, -0.5}, "LRSchedule: expected a finite min_lr >= 0, got -0.5"},
       {S{"cosine", 1.0, -2, 10, 0.0}, "LRSchedule: expected warmup_steps >= 0 for cosine, got -2"},
+      {S{"cosine", 1e-3, 0, 10, 1e-2},
+       "LRSchedule: expected min_lr <= base_lr for cosine (the rate falls to it), got min_lr 0.01 and "
+       "base_lr "
+       "0.001"},
       {S{"constant", -1.0, 0, 0, 0.0}, "LRSchedule: expected a finite base_lr >= 0, got -1"},
       {S{"constant", double(NAN), 0, 0, 0.0}, "LRSchedule: expected a finite base_lr >= 0, got nan"},
       {S{"linear_warmup", 1.0, -1, 0, 0.0},
