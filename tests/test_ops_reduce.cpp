@@ -112,6 +112,59 @@ TEST(Reduce, EmptyTensorWhoseReducedSizesPassInt64) {
   expect_error([&] { mean(z, {2}); }, {"mean: cannot take the mean of an empty set of values"});
 }
 
+// sum and mean of an expanded view reduce one copy of its values (tensor/ops/reduce.cpp): the contiguous
+// copy of (1, 1, 3) expanded to (2^20, 2^20, 3) would be 24 TiB, and sum answered "Storage: out of memory".
+TEST(Reduce, ExpandedViewsReduceFromOneCopy) {
+  const int64_t n = int64_t(1) << 20;
+  const double nn = double(n) * double(n);
+  Tensor x = tensor({1.5, -2.0, 4.0}, DType::f64);
+  Tensor big = x.reshape({1, 1, 3}).expand({n, n, 3});
+  EXPECT_EQ(sum(big).item(), nn * 3.5);
+  EXPECT_EQ(sum(big, {0, 1}).to_vector<double>(), (std::vector<double>{nn * 1.5, nn * -2.0, nn * 4.0}));
+  EXPECT_DOUBLE_EQ(mean(big).item(), 3.5 / 3.0);
+  EXPECT_EQ(mean(big, {0, 1}, true).shape(), (Shape{1, 1, 3}));
+  EXPECT_EQ(mean(big, {0, 1}).to_vector<double>(), (std::vector<double>{1.5, -2.0, 4.0}));
+  EXPECT_EQ(sum(big.slice(0, 0, 2).slice(1, 0, 2), {2}).to_vector<double>(),
+            (std::vector<double>{3.5, 3.5, 3.5, 3.5}));  // kept stride-0 dims: broadcast back
+  EXPECT_EQ(sum(ones({1}, DType::f16).expand({4096})).item(), 4096.0);
+  EXPECT_EQ(sum(ones({1}, DType::f16).expand({4096})).dtype(), DType::f16);
+  // A half view is summed and scaled in f32 and rounded once: 1 + 2^-11 rounded to f16 first is 1 (a tie,
+  // to even), and 3 copies of it 3; its contiguous copy sums to 3.00146 in f32, which rounds to 3.00195.
+  Tensor h = tensor({1.0, std::ldexp(1.0, -11)}).to(DType::f16).reshape({1, 2}).expand({3, 2});
+  EXPECT_EQ(sum(h).item(), sum(h.contiguous()).item());
+  EXPECT_EQ(sum(h).item(), 3.0 + std::ldexp(1.0, -9));
+
+  // Small views against their contiguous copies, every set of dims, f32 and the half types.
+  Generator g(3);
+  const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {1}, {2}, {0, 2}, {1, 2}, {0, 1}};
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    Tensor base = randn({3, 1, 5}, g).to(dt);
+    Tensor v = base.expand({3, 4, 5}).permute({2, 1, 0});  // (5, 4, 3), the stride-0 dim in the middle
+    for (const auto& dims : dim_sets) {
+      for (bool keep : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(dims) + (keep ? " keepdim" : ""));
+        for (bool is_mean : {false, true}) {
+          Tensor a = is_mean ? mean(v, dims, keep) : sum(v, dims, keep);
+          Tensor b = is_mean ? mean(v.contiguous(), dims, keep) : sum(v.contiguous(), dims, keep);
+          ASSERT_EQ(a.shape(), b.shape());
+          ASSERT_EQ(a.dtype(), dt);
+          const std::vector<double> av = a.to(DType::f64).to_vector<double>(),
+                                    bv = b.to(DType::f64).to_vector<double>();
+          const double tol = dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 1e-2 : 5e-2;
+          for (size_t i = 0; i < av.size(); ++i) EXPECT_NEAR(av[i], bv[i], tol * (1 + std::abs(bv[i]))) << i;
+        }
+      }
+    }
+  }
+  // The gradient is the usual one: each element of the view gets dout (here 1), so the leaf under the
+  // expand gets one per copy.
+  Tensor leaf_x = tensor({{1.0, 2.0}}, DType::f64).requires_grad_();
+  sum(leaf_x.expand({6, 2})).backward();
+  EXPECT_EQ(leaf_x.grad().to_vector<double>(), (std::vector<double>{6, 6}));
+  expect_gradcheck([](auto& in) { return sum(in[0].expand({4, 2, 3}), {0, 2}); }, {leaf({1, 2, 3}, g)});
+  expect_gradcheck([](auto& in) { return mean(in[0].expand({2, 4, 3}), {1}, true); }, {leaf({2, 1, 3}, g)});
+}
+
 TEST(Reduce, LargeSumsSameAtOneAndTwoThreads) {
   Generator g(2);
   Tensor x = randn({300000}, g);

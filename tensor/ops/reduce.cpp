@@ -3,6 +3,14 @@
 // Every reduction here is done the same way: move the reduced dims to the end (a free permute), make
 // that contiguous, and reduce each row of length L = (product of the reduced sizes). Simple, correct for
 // any strides, and each row is reduced in a fixed order.
+//
+// One exception, for sum and mean: an expanded view (a dim of size n > 1 with stride 0) holds each value n
+// times, and its contiguous copy would hold them all: x = ones({1, 1}).expand({2^20, 2^20}) is 4 bytes, its
+// copy 4 TiB ("Storage: out of memory", from no op the caller named). Its sum is reduced from one copy:
+//   sum over the dims D of x = (product of n over the stride-0 dims in D) * (sum over D of the copy)
+//   mean over D of x         = mean over D of the copy
+// where the copy narrows every stride-0 dim to size 1; the result is then broadcast back over the kept
+// stride-0 dims. The other reductions still copy (max, var, ... of such a view are the copy's too; not done).
 #include "tensor/ops/reduce.h"
 
 #include <algorithm>
@@ -126,14 +134,44 @@ Tensor half_to_f32(const Tensor& x, F&& f) {
   return f(x.to(DType::f32)).to(x.dtype());
 }
 
+// x has a dim of size > 1 with stride 0 (an expanded view).
+bool has_expanded_dim(const Tensor& x) {
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.stride(d) == 0 && x.size(d) > 1) return true;
+  return false;
+}
+
+// The sum (is_mean: the mean) of an expanded view x from one copy of its values (the header above), with
+// no graph: the caller attaches the usual backward. f16/bf16 sum their copy in f32 and scale it there, as
+// half_to_f32 does for any half input, so that the result is rounded to the half type once, at the end
+// (rounded after the sum and again after the scaling, (1, 2^-11) in f16 expanded 3 times gave 3 instead of
+// the 3.00195 of its contiguous copy).
+Tensor sum_of_one_copy(const Tensor& x, const Plan& p, bool is_mean) {
+  NoGradGuard no_grad;
+  Tensor one = x.detach();
+  double copies = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (x.stride(d) != 0 || x.size(d) <= 1) continue;
+    if (std::binary_search(p.dims.begin(), p.dims.end(), d)) copies *= double(x.size(d));
+    one = one.narrow(d, 0, 1);
+  }
+  if (is_half(x.dtype())) one = one.to(DType::f32);
+  Tensor part = is_mean ? mean(one, p.dims, /*keepdim=*/true) : sum(one, p.dims, /*keepdim=*/true);
+  if (!is_mean && copies != 1) part = mul(part, copies);
+  return part.expand(p.kept_shape).contiguous().reshape(p.out_shape).to(x.dtype());
+}
+
 }  // namespace
 
 // sum: y = sum_i x_i over the reduced dims.   dx_i = dout (broadcast back over the reduced dims).
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return sum(x32, dims, keepdim); });
+  const bool device = on_device({x}, "sum"), expanded = !device && has_expanded_dim(x);
+  if (is_half(x.dtype()) && !expanded)
+    return half_to_f32(x, [&](const Tensor& x32) { return sum(x32, dims, keepdim); });
   Plan p = make_plan(x, dims, keepdim, "sum");
-  Tensor y = on_device({x}, "sum") ? device_kernels(x, "sum").sum(x, dims, keepdim, false)
-                                   : sum_kernel(x, p, 1.0, "sum");
+  Tensor y = device     ? device_kernels(x, "sum").sum(x, dims, keepdim, false)
+             : expanded ? sum_of_one_copy(x, p, /*is_mean=*/false)
+                        : sum_kernel(x, p, 1.0, "sum");
   if (needs_grad({x})) {
     Shape in_shape = x.shape(), kept = p.kept_shape;
     attach(y, "SumBackward", {x}, [in_shape, kept](const Tensor& dout) -> std::vector<Tensor> {
@@ -148,12 +186,15 @@ Tensor sum(const Tensor& x) {
 
 // mean: y = (1/L) sum_i x_i.   dx_i = dout / L.
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return mean(x32, dims, keepdim); });
+  const bool device = on_device({x}, "mean"), expanded = !device && has_expanded_dim(x);
+  if (is_half(x.dtype()) && !expanded)
+    return half_to_f32(x, [&](const Tensor& x32) { return mean(x32, dims, keepdim); });
   Plan p = make_plan(x, dims, keepdim, "mean");
   NG_CHECK(p.L > 0, "mean", "cannot take the mean of an empty set of values (shape ", shape_str(x.shape()),
            ")");
-  Tensor y = on_device({x}, "mean") ? device_kernels(x, "mean").sum(x, dims, keepdim, true)
-                                    : sum_kernel(x, p, 1.0 / double(p.L), "mean");
+  Tensor y = device     ? device_kernels(x, "mean").sum(x, dims, keepdim, true)
+             : expanded ? sum_of_one_copy(x, p, /*is_mean=*/true)
+                        : sum_kernel(x, p, 1.0 / double(p.L), "mean");
   if (needs_grad({x})) {
     Shape in_shape = x.shape(), kept = p.kept_shape;
     double inv = 1.0 / double(p.L);
