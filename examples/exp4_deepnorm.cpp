@@ -31,6 +31,12 @@
 // curves e_k = (with warmup)_k - (without)_k of the two positions paired step by step.
 // 1000 layers are out of reach of a CPU; the summary names the depth it ran.
 //
+// --seeds 42,2,7 trains every run once per seed (each seed its own weights and batches) and adds the calls
+// across the seeds (examples/common/seeds.h) on each comparison where the runs end: DeepNorm against Post-LN
+// and Pre-LN, each position with warmup against without, and the two warmup effects against each other;
+// with counts of the seeds where DeepNorm's gradient norm was the steadier and where each run trained. Each
+// seed's own sections follow. One seed writes exactly what it did before the flag existed.
+//
 // Output in --out: deepnorm.{png,csv,md,cmd.txt}.
 #include <algorithm>
 #include <cmath>
@@ -43,6 +49,7 @@
 #include "examples/common/lm_task.h"
 #include "examples/common/paired.h"
 #include "examples/common/report.h"
+#include "examples/common/seeds.h"
 #include "normgrad.h"
 
 using namespace ng;
@@ -55,6 +62,7 @@ struct Run {
       : name(std::move(name_)), position(std::move(position_)), warmup(warmup_) {}
   std::string name, position;
   int64_t warmup = 0;  // linear warmup steps (TrainSpec::warmup); 0: the full rate from step 1
+  uint64_t seed = 0;   // its weights' seed; its batches' is seed + 1
   TrainResult result;
   double final_loss = 0, fell = 0;
   double grad_median = NAN, grad_max = NAN;  // over the run's finite gradient norms
@@ -209,6 +217,78 @@ std::string warmup_text(const Run& post, const Run& post_w, const Run& pre, cons
   return md;
 }
 
+// The summary's lines across the seeds (--seeds), from by_seed[s][i] (config i, seeds[s]): the calls of
+// examples/common/seeds.h on each comparison's per-seed paired difference at the end (a seed where either run
+// diverged gives none), and the counts the rules need no assumption for.
+std::string across_seeds_text(const std::vector<std::vector<Run>>& by_seed, double cf, bool warmup_runs) {
+  const size_t n = by_seed.size();
+  auto find = [&by_seed](size_t si, const std::string& name) -> const Run& {
+    const std::vector<Run>& rs = by_seed[si];
+    return *std::find_if(rs.begin(), rs.end(), [&](const Run& r) { return r.name == name; });
+  };
+  auto end_diff = [&](size_t si, const std::string& a, const std::string& b) {
+    const Run &ra = find(si, a), &rb = find(si, b);
+    return diverged(ra) || diverged(rb) ? PairedDiff{} : paired_diff(ra.result, rb.result, kWindow);
+  };
+  auto call = [&](const std::string& a, const std::string& b) {
+    std::vector<PairedDiff> per_seed;
+    for (size_t si = 0; si < n; ++si) per_seed.push_back(end_diff(si, a, b));
+    return seed_text(seed_spread(per_seed), a, b);
+  };
+  const std::string of_n = " of " + std::to_string(n) + " seeds";
+  std::string md;
+  md += "- **DeepNorm against Post-LN**, where they end: " + call("DeepNorm", "Post-LN") + ".\n";
+  // the gradient norm: in how many seeds DeepNorm's largest is the smaller multiple of its median
+  size_t steadier = 0;
+  std::string deep_ratios, post_ratios;
+  for (size_t si = 0; si < n; ++si) {
+    const Run &deep = find(si, "DeepNorm"), &post = find(si, "Post-LN");
+    const double rd = deep.grad_max / deep.grad_median, rp = post.grad_max / post.grad_median;
+    steadier += rd < rp;
+    deep_ratios += (si ? ", " : "") + num(rd, 3) + "x";
+    post_ratios += (si ? ", " : "") + num(rp, 3) + "x";
+  }
+  md +=
+      "- **The gradient norm**: DeepNorm's is the steadier of the two (its largest the smaller multiple of "
+      "its median) in " +
+      std::to_string(steadier) + of_n + " (DeepNorm " + deep_ratios + "; Post-LN " + post_ratios + ").\n";
+  md += "- **DeepNorm against Pre-LN**, where they end: " + call("DeepNorm", "Pre-LN") + ".\n";
+  // trained: ended below the context-free loss
+  auto trained_count = [&](const std::string& name) {
+    size_t k = 0;
+    for (size_t si = 0; si < n; ++si) k += trained(find(si, name), cf);
+    return name + " in " + std::to_string(k) + of_n;
+  };
+  md += "- **Trained** (ended below the context-free loss): " + trained_count("Post-LN") + ", " +
+        trained_count("DeepNorm") + ", " + trained_count("Pre-LN") +
+        (warmup_runs ? ", " + trained_count("Post-LN + warmup") + ", " + trained_count("Pre-LN + warmup")
+                     : "") +
+        ".\n";
+  if (!warmup_runs) return md;
+  md += "- **Warmup on Post-LN**: " + call("Post-LN + warmup", "Post-LN") + ".\n";
+  md += "- **Warmup on Pre-LN**: " + call("Pre-LN + warmup", "Pre-LN") + ".\n";
+  // which needs it more: the effect curves (with minus without) of the two positions paired, per seed
+  std::vector<PairedDiff> per_seed;
+  for (size_t si = 0; si < n; ++si) {
+    const Run &post = find(si, "Post-LN"), &post_w = find(si, "Post-LN + warmup"), &pre = find(si, "Pre-LN"),
+              &pre_w = find(si, "Pre-LN + warmup");
+    if (diverged(post) || diverged(post_w) || diverged(pre) || diverged(pre_w)) {
+      per_seed.push_back(PairedDiff{});
+      continue;
+    }
+    std::vector<double> e_post, e_pre;
+    for (size_t k = 0; k < post.result.losses.size(); ++k) {
+      e_post.push_back(post_w.result.losses[k] - post.result.losses[k]);
+      e_pre.push_back(pre_w.result.losses[k] - pre.result.losses[k]);
+    }
+    per_seed.push_back(paired_diff(e_post, e_pre, kWindow));
+  }
+  md += "- **Which needs warmup more** (each position's end with warmup minus without, the two paired): " +
+        seed_text(seed_spread(per_seed), "Post-LN's warmup effect", "Pre-LN's warmup effect") +
+        " (lower: warmup did that position more good or less harm).\n";
+  return md;
+}
+
 }  // namespace
 
 static int run(int argc, char** argv) {
@@ -218,6 +298,7 @@ static int run(int argc, char** argv) {
   CommonOptions opt;
   add_common_flags(app, opt);
   std::string task_flag;
+  add_seeds_flag(app, opt);
   add_task_flag(app, task_flag);
   int64_t layers = 0, warmup = -1;
   double lr = 1e-3, clip = 1.0;
@@ -252,55 +333,69 @@ static int run(int argc, char** argv) {
   const int64_t dim = 64, seq = opt.quick ? 32 : 64;
   const double cf = task.context_free_loss();
 
-  std::vector<Run> runs = {{"Post-LN", "post"}, {"DeepNorm", "deepnorm"}, {"Pre-LN", "pre"}};
+  std::vector<Run> configs = {{"Post-LN", "post"}, {"DeepNorm", "deepnorm"}, {"Pre-LN", "pre"}};
   if (warmup > 0) {
-    runs.insert(runs.begin() + 1, Run{"Post-LN + warmup", "post", warmup});
-    runs.push_back(Run{"Pre-LN + warmup", "pre", warmup});
+    configs.insert(configs.begin() + 1, Run{"Post-LN + warmup", "post", warmup});
+    configs.push_back(Run{"Pre-LN + warmup", "pre", warmup});
   }
-  auto find = [&runs](const std::string& name) -> const Run& {
-    return *std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.name == name; });
-  };
+  const std::vector<uint64_t>& seeds = opt.seeds;
+  const bool many = seeds.size() > 1;
+  const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
   const std::string clip_text = clip > 0 ? "clip " + num(clip) : "no clipping";
   std::printf(
       "Task %s (vocab %lld), %lld layers, hidden %lld, seq %lld, batch 16, %lld steps, Adam lr %s, %s, "
-      "warmup %lld steps (the + warmup runs), seed %llu\n",
+      "warmup %lld steps (the + warmup runs), %s\n",
       task.name.c_str(), (long long)task.vocab, (long long)layers, (long long)dim, (long long)seq,
-      (long long)steps, num(lr).c_str(), clip_text.c_str(), (long long)warmup, (unsigned long long)opt.seed);
-  for (Run& r : runs) {
-    nn::TinyLMConfig c;
-    c.dim = dim;
-    c.n_layers = layers;
-    c.n_heads = 4;
-    c.ffn = "mlp";
-    c.norm = "layernorm";
-    c.norm_position = r.position;  // the final norm: Pre-LN only (TinyLMConfig's default)
-    c.seed = opt.seed;
-    c.max_seq_len = seq;
-    nn::TinyLM model(task.configure(c));
-    TrainSpec spec;
-    spec.label = r.name;
-    spec.lr = lr;
-    spec.warmup = r.warmup;
-    spec.steps = steps;
-    spec.seq = seq;
-    spec.clip = clip;
-    spec.data_seed = opt.seed + 1;
-    r.result = train_lm(model, task, spec, opt.quiet);
-    const std::vector<double>& l = r.result.losses;
-    r.final_loss = mean_last(l, kWindow);
-    const auto [first, last] = head_tail_means(l, 10, kWindow);
-    r.fell = first - last;
-    const std::vector<double>& g = r.result.grad_norms;
-    r.grad_median = median_finite(g);
-    for (size_t k = 0; k < g.size(); ++k)
-      if (std::isfinite(g[k]) && !(g[k] <= r.grad_max)) r.grad_max = g[k], r.grad_max_step = int64_t(k) + 1;
-    std::printf("  %-16s %6.1f s  final %.4f  fell %.4f  grad norm median %.3g max %.3g%s\n", r.name.c_str(),
-                r.result.seconds, r.final_loss, r.fell, r.grad_median, r.grad_max,
-                diverged(r) ? ("  NaN at step " + std::to_string(r.result.nan_step)).c_str() : "");
+      (long long)steps, num(lr).c_str(), clip_text.c_str(), (long long)warmup, seed_words.c_str());
+  // by_seed[s][i]: config i trained with seeds[s] (its weights from seeds[s], its batches from seeds[s] + 1)
+  std::vector<std::vector<Run>> by_seed(seeds.size(), configs);
+  for (size_t si = 0; si < seeds.size(); ++si) {
+    if (many) std::printf("seed %llu\n", (unsigned long long)seeds[si]);
+    for (Run& r : by_seed[si]) {
+      r.seed = seeds[si];
+      nn::TinyLMConfig c;
+      c.dim = dim;
+      c.n_layers = layers;
+      c.n_heads = 4;
+      c.ffn = "mlp";
+      c.norm = "layernorm";
+      c.norm_position = r.position;  // the final norm: Pre-LN only (TinyLMConfig's default)
+      c.seed = r.seed;
+      c.max_seq_len = seq;
+      nn::TinyLM model(task.configure(c));
+      TrainSpec spec;
+      spec.label = r.name;
+      spec.lr = lr;
+      spec.warmup = r.warmup;
+      spec.steps = steps;
+      spec.seq = seq;
+      spec.clip = clip;
+      spec.data_seed = r.seed + 1;
+      r.result = train_lm(model, task, spec, opt.quiet);
+      const std::vector<double>& l = r.result.losses;
+      r.final_loss = mean_last(l, kWindow);
+      const auto [first, last] = head_tail_means(l, 10, kWindow);
+      r.fell = first - last;
+      const std::vector<double>& g = r.result.grad_norms;
+      r.grad_median = median_finite(g);
+      for (size_t k = 0; k < g.size(); ++k)
+        if (std::isfinite(g[k]) && !(g[k] <= r.grad_max)) r.grad_max = g[k], r.grad_max_step = int64_t(k) + 1;
+      std::printf("  %-16s %6.1f s  final %.4f  fell %.4f  grad norm median %.3g max %.3g%s\n",
+                  r.name.c_str(), r.result.seconds, r.final_loss, r.fell, r.grad_median, r.grad_max,
+                  diverged(r) ? ("  NaN at step " + std::to_string(r.result.nan_step)).c_str() : "");
+    }
   }
+  // The run of config `name` with seeds[si].
+  auto find = [&by_seed](size_t si, const std::string& name) -> const Run& {
+    const std::vector<Run>& rs = by_seed[si];
+    return *std::find_if(rs.begin(), rs.end(), [&](const Run& r) { return r.name == name; });
+  };
+  // A run's name in the figure and the tables: with several seeds, "Post-LN seed 2".
+  auto label_of = [many](const Run& r) { return many ? r.name + " seed " + std::to_string(r.seed) : r.name; };
 
   // ---- figure: loss curves, gradient norms, final losses, gradient-norm summary ----
-  // A position's warmup run has its color, dashed.
+  // A position's warmup run has its color, dashed; with several seeds the first seed's curves are the
+  // legend's, the others thin.
   auto color_of = [](const Run& r) {
     return plot::palette(r.position == "post" ? 0 : r.position == "deepnorm" ? 1 : 2);
   };
@@ -310,21 +405,29 @@ static int run(int argc, char** argv) {
     c.xlabel = "step";
     c.ylabel = ylabel;
     c.yscale = plot::Scale::Log;
-    for (const Run& r : runs) {
-      const std::vector<double>& v = values(r);
-      plot::Series s;
-      s.label = r.name;
-      s.color = color_of(r);
-      s.dashed = r.warmup > 0;
-      // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
-      for (size_t k = 0; k < v.size(); ++k) {
-        s.x.push_back(double(k + 1));
-        s.y.push_back(std::isfinite(v[k]) && v[k] > 0 ? v[k] : NAN);
+    for (size_t si = 0; si < seeds.size(); ++si)
+      for (const Run& r : by_seed[si]) {
+        const std::vector<double>& v = values(r);
+        plot::Series s;
+        s.label = label_of(r);
+        s.color = color_of(r);
+        s.dashed = r.warmup > 0;
+        if (si > 0) s.width = 1.0f, s.in_legend = false;
+        // Every step is a point; the one that diverged is kept as NaN (a gap in the plot, "nan" in the CSV).
+        for (size_t k = 0; k < v.size(); ++k) {
+          s.x.push_back(double(k + 1));
+          s.y.push_back(std::isfinite(v[k]) && v[k] > 0 ? v[k] : NAN);
+        }
+        c.series.push_back(s);
+        if (diverged(r))
+          c.vlines.push_back(
+              {double(r.result.nan_step), label_of(r) + " NaN at step " + std::to_string(r.result.nan_step)});
       }
-      c.series.push_back(s);
-      if (diverged(r))
-        c.vlines.push_back(
-            {double(r.result.nan_step), r.name + " NaN at step " + std::to_string(r.result.nan_step)});
+    if (many) {
+      const std::vector<uint64_t> others(seeds.begin() + 1, seeds.end());
+      c.legend_keys.push_back(
+          {(others.size() == 1 ? "seed " : "seeds ") + seed_list_text(others) + ": thin lines",
+           plot::colors::gray});
     }
     if (warmup > 0) c.vlines.push_back({double(warmup), "warmup ends", plot::colors::gray});
     return c;
@@ -343,16 +446,22 @@ static int run(int argc, char** argv) {
       curve_panel("Gradient norm before clipping", "global L2 norm (log)",
                   [](const Run& r) -> const std::vector<double>& { return r.result.grad_norms; });
   if (clip > 0) grads.hlines.push_back({clip, "clip at " + num(clip), plot::colors::gray});
+  // The bars: each config's figure, the mean over the seeds (the value itself with one seed).
+  const std::string over_seeds = many ? ", mean of " + std::to_string(seeds.size()) + " seeds" : "";
   plot::BarChart finals;
-  finals.title = "Final loss (mean of last " + std::to_string(kWindow) + ")";
+  finals.title = "Final loss (mean of last " + std::to_string(kWindow) + ")" + over_seeds;
   plot::BarChart spread;
-  spread.title = "Gradient norm: median, and largest / median";
+  spread.title = "Gradient norm: median, and largest / median" + over_seeds;
   std::vector<double> final_values, medians, ratios;
-  for (const Run& r : runs) {
-    finals.categories.push_back(r.name);
-    final_values.push_back(r.final_loss);
-    medians.push_back(r.grad_median);
-    ratios.push_back(r.grad_max / r.grad_median);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    double f = 0, m = 0, q = 0;
+    for (const std::vector<Run>& rs : by_seed)
+      f += rs[i].final_loss, m += rs[i].grad_median, q += rs[i].grad_max / rs[i].grad_median;
+    const double n = double(seeds.size());
+    finals.categories.push_back(configs[i].name);
+    final_values.push_back(f / n);
+    medians.push_back(m / n);
+    ratios.push_back(q / n);
   }
   finals.groups = {{"final loss", final_values, plot::palette(0)}};
   spread.categories = finals.categories;
@@ -360,30 +469,44 @@ static int run(int argc, char** argv) {
   plot::Figure fig;
   fig.title = "Experiment 4: DeepNorm vs Post-LN vs Pre-LN, " + std::to_string(layers) + " layers, " +
               task.name + ", hidden " + std::to_string(dim) + ", " + std::to_string(steps) + " steps, lr " +
-              num(lr) + ", " + clip_text + (warmup > 0 ? ", warmup " + std::to_string(warmup) : "") +
-              ", seed " + std::to_string(opt.seed);
+              num(lr) + ", " + clip_text + (warmup > 0 ? ", warmup " + std::to_string(warmup) : "") + ", " +
+              seed_words;
   fig.cols = 2;
   fig.panels = {loss, grads, finals, spread};
   const std::string png = report.add_figure(fig);
 
   // ---- summary ----
   std::vector<std::vector<std::string>> rows;
-  for (const Run& r : runs)
-    rows.push_back({r.name, r.warmup > 0 ? std::to_string(r.warmup) : "-",
-                    diverged(r) ? std::to_string(r.result.nan_step) : "-", num(r.final_loss, 4),
-                    num(r.fell, 4), num(r.grad_median, 4), num(r.grad_max, 4),
-                    r.grad_max_step > 0 ? std::to_string(r.grad_max_step) : "-", num(r.result.seconds, 3)});
+  for (const std::vector<Run>& rs : by_seed)
+    for (const Run& r : rs) {
+      std::vector<std::string> row = {r.name,
+                                      r.warmup > 0 ? std::to_string(r.warmup) : "-",
+                                      diverged(r) ? std::to_string(r.result.nan_step) : "-",
+                                      num(r.final_loss, 4),
+                                      num(r.fell, 4),
+                                      num(r.grad_median, 4),
+                                      num(r.grad_max, 4),
+                                      r.grad_max_step > 0 ? std::to_string(r.grad_max_step) : "-",
+                                      num(r.result.seconds, 3)};
+      if (many) row.insert(row.begin() + 1, std::to_string(r.seed));
+      rows.push_back(row);
+    }
+  std::vector<std::string> header = {
+      "run",          "warmup",           "NaN step",          "final loss (last 100)",
+      "loss fell by", "grad norm median", "grad norm largest", "at step",
+      "seconds"};
+  if (many) header.insert(header.begin() + 1, "seed");
   const nn::BlockConfig depth = [&] {
     nn::BlockConfig b;
     b.n_layers = layers;
     return b;
   }();
-  const std::string all = runs.size() == 3 ? "all three" : "all five";
+  const std::string all = configs.size() == 3 ? "all three" : "all five";
   std::string md = "# Experiment 4: DeepNorm vs Post-LN\n\n";
   md += "Task `" + task.name + "`, TinyLM " + std::to_string(layers) + " layers, hidden " +
         std::to_string(dim) + ", 4 heads, 4x ReLU FFN, LayerNorm; Adam lr " + num(lr) + " for " + all +
         ", batch 16, seq " + std::to_string(seq) + ", " + std::to_string(steps) + " steps, " + clip_text +
-        ", seed " + std::to_string(opt.seed) +
+        ", " + seed_words + (many ? " (every run once per seed)" : "") +
         ". DeepNorm's alpha = (2N)^(1/4) = " + num(depth.deepnorm_alpha(), 4) +
         " and beta = (8N)^(-1/4) = " + num(depth.deepnorm_beta(), 4) + " at N = " + std::to_string(layers) +
         ". " +
@@ -402,22 +525,37 @@ static int run(int argc, char** argv) {
         "**--quick**: shorter windows than the full run (seq 32 instead of 64) and, unless --layers and "
         "--steps say otherwise, a shallower model and fewer steps (12 layers and 150 steps instead of 24 and "
         "500), so the runs fit in under a minute on 2 cores. Numbers are not comparable with a full run.\n\n";
-  md += md_table({"run", "warmup", "NaN step", "final loss (last 100)", "loss fell by", "grad norm median",
-                  "grad norm largest", "at step", "seconds"},
-                 rows);
-  md += "\n" + paired_rule_text("Two runs", all, kWindow) + "\n";
-  md += "\n## The lesson's claims at " + std::to_string(layers) + " layers\n\n";
-  md += claims_text(find("DeepNorm"), find("Post-LN"), layers, steps, cf);
-  md += "- The lesson's 1000 layers are not run here: this run has " + std::to_string(layers) + ".\n";
-  md += "\n## Against Pre-LN\n\n- ";
-  const Run &deep = find("DeepNorm"), &pre = find("Pre-LN");
-  if (diverged(deep) || diverged(pre))
-    md += "Not compared: " + (diverged(deep) ? diverged_text(deep) : diverged_text(pre)) + ".\n";
-  else
-    md += paired_text(paired_diff(pre.result, deep.result, kWindow), pre.name, deep.name) + ".\n";
-  if (warmup > 0) {
-    md += "\n## Warmup at " + std::to_string(layers) + " layers\n\n";
-    md += warmup_text(find("Post-LN"), find("Post-LN + warmup"), pre, find("Pre-LN + warmup"), cf);
+  md += md_table(header, rows);
+  md +=
+      "\n" +
+      paired_rule_text(many ? "Two runs of one seed" : "Two runs", many ? all + " of a seed" : all, kWindow) +
+      "\n";
+  if (many) md += "\n" + seed_rule_text(seeds) + "\n";
+  // One seed's sections: the lesson's DeepNorm claims, DeepNorm against Pre-LN, warmup. `h`: their heading
+  // level ("##" for a single seed's summary, "###" under a seed's own heading).
+  auto seed_sections = [&](size_t si, const std::string& h) {
+    std::string t = "\n" + h + " The lesson's claims at " + std::to_string(layers) + " layers\n\n";
+    t += claims_text(find(si, "DeepNorm"), find(si, "Post-LN"), layers, steps, cf);
+    t += "- The lesson's 1000 layers are not run here: this run has " + std::to_string(layers) + ".\n";
+    t += "\n" + h + " Against Pre-LN\n\n- ";
+    const Run &deep = find(si, "DeepNorm"), &pre = find(si, "Pre-LN");
+    if (diverged(deep) || diverged(pre))
+      t += "Not compared: " + (diverged(deep) ? diverged_text(deep) : diverged_text(pre)) + ".\n";
+    else
+      t += paired_text(paired_diff(pre.result, deep.result, kWindow), pre.name, deep.name) + ".\n";
+    if (warmup > 0) {
+      t += "\n" + h + " Warmup at " + std::to_string(layers) + " layers\n\n";
+      t += warmup_text(find(si, "Post-LN"), find(si, "Post-LN + warmup"), pre, find(si, "Pre-LN + warmup"),
+                       cf);
+    }
+    return t;
+  };
+  if (!many) {
+    md += seed_sections(0, "##");
+  } else {
+    md += "\n## Across the seeds\n\n" + across_seeds_text(by_seed, cf, warmup > 0);
+    for (size_t si = 0; si < seeds.size(); ++si)
+      md += "\n## Seed " + std::to_string(seeds[si]) + "\n" + seed_sections(si, "###");
   }
   report.write_all(md);
   std::printf("\nWrote %s (+ .csv, .md, .cmd.txt)\n", png.c_str());

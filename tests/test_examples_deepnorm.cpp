@@ -7,6 +7,7 @@
 
 #include "examples/common/paired.h"
 #include "examples/common/report.h"
+#include "examples/common/seeds.h"
 #include "tests/examples_test_util.h"
 
 using namespace ng::examples;
@@ -167,11 +168,98 @@ TEST(Exp4DeepNorm, SummaryIsComputedFromItsOwnCurves) {
   extest::fs::remove_all(dir);
 }
 
+// --seeds 42,2: every run once per seed, the across-seed calls made from each seed's curves in the CSV (40
+// steps, a warmup of 10; under the sanitizers 12 and 5).
+TEST(Exp4DeepNorm, SeedsAreRankedAcrossSeeds) {
+  const size_t steps = extest::kSanitized ? 12 : 40, warmup = extest::kSanitized ? 5 : 10;
+  const extest::fs::path dir = extest::temp_dir("exp4_seeds");
+  const extest::RunResult r = extest::run(
+      kExp4 + " --task copy --quick --layers 2 --threads 1 --quiet --steps " + std::to_string(steps) +
+          " --warmup " + std::to_string(warmup) + " --seeds 42,2 --out " + (dir / "run").string(),
+      dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = extest::read_csv(dir / "run" / "deepnorm.csv");
+  const std::string md = extest::slurp(dir / "run" / "deepnorm.md");
+  auto curve = [&rows](const std::string& panel, const std::string& name) {
+    std::vector<double> values;
+    for (const extest::CsvRow& row : extest::select(rows, "line", name, panel))
+      if (row.series == name) values.push_back(std::stod(row.y));
+    return values;
+  };
+  const std::vector<uint64_t> seeds = {42, 2};
+  auto loss = [&](const std::string& name, uint64_t seed) {
+    std::vector<double> l = curve("Training loss", name + " seed " + std::to_string(seed));
+    EXPECT_EQ(l.size(), steps) << name << " seed " << seed;
+    return l;
+  };
+  // Every run once per seed, in the table and in the CSV.
+  for (const char* name : {"Post-LN", "Post-LN + warmup", "DeepNorm", "Pre-LN", "Pre-LN + warmup"})
+    for (uint64_t seed : seeds) {
+      EXPECT_TRUE(extest::contains(md, std::string("| ") + name + " | " + std::to_string(seed) + " | "))
+          << name;
+      loss(name, seed);
+    }
+  auto call = [&](const std::string& a, const std::string& b) {
+    std::vector<PairedDiff> per_seed;
+    for (uint64_t seed : seeds) per_seed.push_back(paired_diff(loss(a, seed), loss(b, seed), 100));
+    return seed_text(seed_spread(per_seed), a, b);
+  };
+  EXPECT_TRUE(extest::contains(
+      md, "- **DeepNorm against Post-LN**, where they end: " + call("DeepNorm", "Post-LN") + ".\n"))
+      << md;
+  EXPECT_TRUE(extest::contains(
+      md, "- **DeepNorm against Pre-LN**, where they end: " + call("DeepNorm", "Pre-LN") + ".\n"))
+      << md;
+  EXPECT_TRUE(extest::contains(md, "- **Warmup on Post-LN**: " + call("Post-LN + warmup", "Post-LN") + ".\n"))
+      << md;
+  EXPECT_TRUE(extest::contains(md, "- **Warmup on Pre-LN**: " + call("Pre-LN + warmup", "Pre-LN") + ".\n"))
+      << md;
+  // the gradient norm: DeepNorm's largest / median against Post-LN's, per seed
+  size_t steadier = 0;
+  for (uint64_t seed : seeds) {
+    auto ratio = [&](const std::string& name) {
+      const std::vector<double> g =
+          curve("Gradient norm before clipping", name + " seed " + std::to_string(seed));
+      std::vector<double> sorted = g;
+      std::sort(sorted.begin(), sorted.end());
+      const size_t m = sorted.size() / 2;
+      const double median = sorted.size() % 2 ? sorted[m] : 0.5 * (sorted[m - 1] + sorted[m]);
+      return *std::max_element(g.begin(), g.end()) / median;
+    };
+    steadier += ratio("DeepNorm") < ratio("Post-LN");
+  }
+  EXPECT_TRUE(extest::contains(md, "its median) in " + std::to_string(steadier) + " of 2 seeds (DeepNorm "))
+      << md;
+  // Seed 2's runs are those of a run with --seed 2 alone: the same losses, to the last digit of the CSV.
+  const extest::RunResult alone = extest::run(
+      kExp4 + " --task copy --quick --layers 2 --threads 1 --quiet --steps " + std::to_string(steps) +
+          " --warmup " + std::to_string(warmup) + " --seed 2 --out " + (dir / "alone").string(),
+      dir);
+  ASSERT_EQ(alone.status, 0) << alone.err;
+  const auto alone_rows = extest::read_csv(dir / "alone" / "deepnorm.csv");
+  for (const char* name : {"Post-LN", "DeepNorm", "Pre-LN + warmup"}) {
+    std::vector<std::string> a, b;
+    for (const extest::CsvRow& row : extest::select(alone_rows, "line", name, "Training loss"))
+      if (row.series == name) a.push_back(row.y);
+    for (const extest::CsvRow& row : extest::select(rows, "line", name, "Training loss"))
+      if (row.series == std::string(name) + " seed 2") b.push_back(row.y);
+    EXPECT_EQ(a, b) << name;
+    EXPECT_EQ(a.size(), steps) << name;
+  }
+  // then each seed's own sections
+  for (uint64_t seed : seeds)
+    EXPECT_TRUE(extest::contains(
+        md, "\n## Seed " + std::to_string(seed) + "\n\n### The lesson's claims at 2 layers\n"))
+        << md;
+  extest::fs::remove_all(dir);
+}
+
 TEST(Exp4DeepNorm, ItsFlagsRefuseValuesOutOfRange) {
   const extest::fs::path dir = extest::temp_dir("exp4_flags");
   const std::string exe = kExp4 + " --task copy --out " + (dir / "out").string();
-  for (const std::string flags : {"--layers 0", "--layers 1001", "--layers 2.5", "--clip -1", "--lr 0",
-                                  "--warmup -1", "--warmup 2.5", "--warmup 10 --steps 10"}) {
+  for (const std::string flags :
+       {"--layers 0", "--layers 1001", "--layers 2.5", "--clip -1", "--lr 0", "--warmup -1", "--warmup 2.5",
+        "--warmup 10 --steps 10", "--seeds 42,2 --seed 7"}) {
     const extest::RunResult r = extest::run(exe + " " + flags, dir);
     EXPECT_EQ(r.status, 2) << flags << "\n" << r.err;
     EXPECT_TRUE(extest::contains(r.err, flags.substr(0, flags.find(' ')))) << flags << "\n" << r.err;
