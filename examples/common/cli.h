@@ -3,7 +3,7 @@
 //   --out DIR       where the PNG, CSV, Markdown summary and command line go (default results/)
 //   --seed N        seed of every random draw (default 42): same seed + same --threads = same numbers
 //   --seeds A,B,..  (exp2, exp3, exp4: add_seeds_flag) train every config once per seed and rank them across
-//                   the seeds too (examples/common/seeds.h); instead of --seed, and not with --save or --resume
+//                   the seeds too (examples/common/seeds.h); instead of --seed, not with --save or --resume
 //   --threads N     worker threads (default: all cores)
 //   --steps N       training steps (default: the experiment's own; --quick uses a smaller one)
 //   --quick         a short run (under 2 minutes on 2 cores)
