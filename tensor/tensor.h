@@ -125,7 +125,10 @@ class Tensor {
   Tensor& copy_(const Tensor& src);  // src is broadcast to self's shape and converted to its dtype
 
   TensorImpl& impl() const {
-    NG_CHECK(impl_ != nullptr, "Tensor", "use of an undefined tensor");
+    NG_CHECK(
+        impl_ != nullptr, "Tensor",
+        "use of an undefined tensor (a default-constructed ng::Tensor, with no shape and no data: expected "
+        "one made by a factory such as zeros() or from_vector(), or by an op)");
     return *impl_;
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

@@ -210,7 +210,10 @@ TEST(Factory, Errors) {
   expect_error([&] { uniform({2}, -1e308, 1e308, g); }, {"uniform: expected finite bounds"});
   expect_error([&] { uniform({2}, double(NAN), 1.0, g); }, {"uniform: expected lo <= hi, got nan and 1"});
   expect_error([] { zeros({2}).item(); }, {"item: expected a tensor with one element, got shape (2)"});
-  expect_error([] { Tensor().shape(); }, {"Tensor: use of an undefined tensor"});
+  expect_error([] { Tensor().shape(); },
+               {"Tensor: use of an undefined tensor (a default-constructed ng::Tensor, with no shape and no "
+                "data: expected one made by a factory such as zeros() or from_vector(), or by an op)"});
+  expect_error([] { sum(Tensor()); }, {"Tensor: use of an undefined tensor (a default-constructed"});
   // Without the CUDA backend the core refuses; with it and no device, the backend says why (this machine:
   // "cuda: cudaGetDeviceCount(&count) failed: CUDA driver version is insufficient ..."). With a device the
   // copy succeeds, and the test says so rather than passing on nothing.
