@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,16 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
     for (const auto& p : parts)
       EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
   }
+}
+
+// The message of the ng::Error that `f` throws, or "<no error>" (for a test that compares several).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
 }
 
 inline void expect_gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,

@@ -6,8 +6,10 @@
 #include <filesystem>
 
 #include "normgrad.h"
+#include "ops_test_util.h"
 
 using namespace ng;
+using ng::testing::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -91,15 +93,6 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
   Tensor c = t.contiguous();
   const uint8_t* p = static_cast<const uint8_t*>(c.raw_data());
   return std::vector<uint8_t>(p, p + c.numel() * int64_t(dtype_size(c.dtype())));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 }  // namespace

@@ -23,6 +23,16 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+// The line series of exactly this name in `panel`. extest::curve_of takes the series whose name starts with
+// its argument: "Post-LN" would also take "Post-LN + warmup" and "Post-LN seed 2".
+std::vector<double> curve_named(const std::vector<extest::CsvRow>& rows, const std::string& panel,
+                                const std::string& name) {
+  std::vector<double> values;
+  for (const extest::CsvRow& row : extest::select(rows, "line", name, panel))
+    if (row.series == name) values.push_back(std::stod(row.y));
+  return values;
+}
+
 }  // namespace
 
 // Five 2-layer models on the copy task (--quick: hidden 64, seq 32): Post-LN and Pre-LN with and without
@@ -47,18 +57,10 @@ TEST(Exp4DeepNorm, SummaryIsComputedFromItsOwnCurves) {
 
   const std::vector<std::string> names = {"Post-LN", "Post-LN + warmup", "DeepNorm", "Pre-LN",
                                           "Pre-LN + warmup"};
-  // curve_of takes the series whose name starts with its argument: "Post-LN" would also take "Post-LN +
-  // warmup". Each curve here is the series of exactly that name.
-  auto curve = [&rows](const std::string& panel, const std::string& name) {
-    std::vector<double> values;
-    for (const extest::CsvRow& row : extest::select(rows, "line", name, panel))
-      if (row.series == name) values.push_back(std::stod(row.y));
-    return values;
-  };
   std::vector<std::vector<double>> loss, grad;
   for (const std::string& name : names) {
-    loss.push_back(curve("Training loss", name));
-    grad.push_back(curve("Gradient norm before clipping", name));
+    loss.push_back(curve_named(rows, "Training loss", name));
+    grad.push_back(curve_named(rows, "Gradient norm before clipping", name));
     ASSERT_EQ(loss.back().size(), steps) << name;
     ASSERT_EQ(grad.back().size(), steps) << name;
     for (double g : grad.back()) EXPECT_TRUE(std::isfinite(g) && g > 0) << name << ": " << g;
@@ -173,22 +175,20 @@ TEST(Exp4DeepNorm, SummaryIsComputedFromItsOwnCurves) {
 TEST(Exp4DeepNorm, SeedsAreRankedAcrossSeeds) {
   const size_t steps = extest::kSanitized ? 12 : 40, warmup = extest::kSanitized ? 5 : 10;
   const extest::fs::path dir = extest::temp_dir("exp4_seeds");
-  const extest::RunResult r = extest::run(
-      kExp4 + " --task copy --quick --layers 2 --threads 1 --quiet --steps " + std::to_string(steps) +
-          " --warmup " + std::to_string(warmup) + " --seeds 42,2 --out " + (dir / "run").string(),
-      dir);
+  // The same small runs, with `seed_flag` (--seeds 42,2 or --seed 2), into dir/out.
+  auto run_exp4 = [&](const std::string& seed_flag, const std::string& out) {
+    return extest::run(kExp4 + " --task copy --quick --layers 2 --threads 1 --quiet --steps " +
+                           std::to_string(steps) + " --warmup " + std::to_string(warmup) + " " + seed_flag +
+                           " --out " + (dir / out).string(),
+                       dir);
+  };
+  const extest::RunResult r = run_exp4("--seeds 42,2", "run");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto rows = extest::read_csv(dir / "run" / "deepnorm.csv");
   const std::string md = extest::slurp(dir / "run" / "deepnorm.md");
-  auto curve = [&rows](const std::string& panel, const std::string& name) {
-    std::vector<double> values;
-    for (const extest::CsvRow& row : extest::select(rows, "line", name, panel))
-      if (row.series == name) values.push_back(std::stod(row.y));
-    return values;
-  };
   const std::vector<uint64_t> seeds = {42, 2};
   auto loss = [&](const std::string& name, uint64_t seed) {
-    std::vector<double> l = curve("Training loss", name + " seed " + std::to_string(seed));
+    std::vector<double> l = curve_named(rows, "Training loss", name + " seed " + std::to_string(seed));
     EXPECT_EQ(l.size(), steps) << name << " seed " << seed;
     return l;
   };
@@ -219,7 +219,7 @@ TEST(Exp4DeepNorm, SeedsAreRankedAcrossSeeds) {
   for (uint64_t seed : seeds) {
     auto ratio = [&](const std::string& name) {
       const std::vector<double> g =
-          curve("Gradient norm before clipping", name + " seed " + std::to_string(seed));
+          curve_named(rows, "Gradient norm before clipping", name + " seed " + std::to_string(seed));
       std::vector<double> sorted = g;
       std::sort(sorted.begin(), sorted.end());
       const size_t m = sorted.size() / 2;
@@ -231,10 +231,7 @@ TEST(Exp4DeepNorm, SeedsAreRankedAcrossSeeds) {
   EXPECT_TRUE(extest::contains(md, "its median) in " + std::to_string(steadier) + " of 2 seeds (DeepNorm "))
       << md;
   // Seed 2's runs are those of a run with --seed 2 alone: the same losses, to the last digit of the CSV.
-  const extest::RunResult alone = extest::run(
-      kExp4 + " --task copy --quick --layers 2 --threads 1 --quiet --steps " + std::to_string(steps) +
-          " --warmup " + std::to_string(warmup) + " --seed 2 --out " + (dir / "alone").string(),
-      dir);
+  const extest::RunResult alone = run_exp4("--seed 2", "alone");
   ASSERT_EQ(alone.status, 0) << alone.err;
   const auto alone_rows = extest::read_csv(dir / "alone" / "deepnorm.csv");
   for (const char* name : {"Post-LN", "DeepNorm", "Pre-LN + warmup"}) {

@@ -16,10 +16,12 @@
 
 #include "examples/common/lm_task.h"
 #include "io/whole_file.h"
+#include "ops_test_util.h"
 
 namespace fs = std::filesystem;
 using namespace ng;
 using namespace ng::examples;
+using ng::testing::error_of;
 
 namespace {
 
@@ -136,14 +138,6 @@ TEST(Examples, TrainLmDeviceChecks) {
 // another learning rate, data seed or vocabulary was each silently replaced by the file's, so a run
 // labelled "lr 1e-3" went on at the checkpoint's lr. And --save may not name the corpus or a report file.
 TEST(Examples, ResumeOfAnotherRunIsAnError) {
-  auto error_of = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "<no error>";
-  };
   const LMTask copy = LMTask::copy();
   const fs::path ckpt = temp_file("another");
   {
@@ -288,14 +282,6 @@ TEST(Examples, ResumeMidWarmupContinuesTheRunBitwise) {
 // warmup, or with a rate that the warmup does not give at the checkpoint's step, is an ng::Error, and so is
 // a train.warmup that is not a whole number >= 0.
 TEST(Examples, ResumeWithAnotherWarmupIsAnError) {
-  auto error_of = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "<no error>";
-  };
   const LMTask task = LMTask::copy();
   auto spec = [](int64_t steps, int64_t warmup, double lr) {
     TrainSpec s = small_spec(steps);
