@@ -280,7 +280,7 @@ TEST(Examples, ResumeMidWarmupContinuesTheRunBitwise) {
 
 // A checkpoint records its run's warmup (metadata train.warmup; absent: none). Resuming it with another
 // warmup, or with a rate that the warmup does not give at the checkpoint's step, is an ng::Error, and so is
-// a train.warmup that is not a whole number >= 0.
+// a train.warmup that is not a whole number from 0 to 2^63 - 1 (2^64 - 1 was read as -1).
 TEST(Examples, ResumeWithAnotherWarmupIsAnError) {
   const LMTask task = LMTask::copy();
   auto spec = [](int64_t steps, int64_t warmup, double lr) {
@@ -320,8 +320,10 @@ TEST(Examples, ResumeWithAnotherWarmupIsAnError) {
        {std::pair<std::string, std::string>{"",
                                             "trained resume-test with a warmup of 0 steps, this run asks "
                                             "for 4"},
-        {"-3", "train.warmup is not a whole number of steps >= 0 (got -3)"},
-        {"2.5", "train.warmup is not a whole number of steps >= 0 (got 2.5)"},
+        {"-3", "train.warmup is not a whole number of steps from 0 to 2^63 - 1 (got -3)"},
+        {"2.5", "train.warmup is not a whole number of steps from 0 to 2^63 - 1 (got 2.5)"},
+        {"18446744073709551615",
+         "train.warmup is not a whole number of steps from 0 to 2^63 - 1 (got 18446744073709551615)"},
         {"four", "train.warmup is not JSON ("}}) {
     auto meta = data.metadata;
     if (value.empty())

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -181,8 +182,10 @@ int64_t saved_warmup(const nn::TrainState& state, const std::string& resume) {
   } catch (const std::exception& e) {
     fail("--resume", "the checkpoint ", resume, ": ", kWarmupKey, " is not JSON (", e.what(), ")");
   }
-  NG_CHECK(saved.is_number_unsigned(), "--resume", "the checkpoint ", resume, ": ", kWarmupKey,
-           " is not a whole number of steps >= 0 (got ", it->second, ")");
+  NG_CHECK(
+      saved.is_number_unsigned() && saved.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
+      "--resume", "the checkpoint ", resume, ": ", kWarmupKey,
+      " is not a whole number of steps from 0 to 2^63 - 1 (got ", it->second, ")");
   return saved.get<int64_t>();
 }
 
