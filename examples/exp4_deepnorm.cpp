@@ -106,6 +106,24 @@ std::string ending_text(const Run& r, double cf) {
          " the context-free loss";
 }
 
+// The run named `name` among one seed's runs (every config is there once).
+const Run& run_named(const std::vector<Run>& runs, const std::string& name) {
+  return *std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.name == name; });
+}
+
+// Warmup's effect on Post-LN against its effect on Pre-LN: the effect curves e_k = (with)_k - (without)_k of
+// the two positions, paired over the last kWindow steps (negative: warmup did Post-LN the more good). Not
+// computed when a run diverged.
+PairedDiff warmup_effects_diff(const Run& post, const Run& post_w, const Run& pre, const Run& pre_w) {
+  if (diverged(post) || diverged(post_w) || diverged(pre) || diverged(pre_w)) return PairedDiff{};
+  std::vector<double> e_post, e_pre;
+  for (size_t k = 0; k < post.result.losses.size(); ++k) {
+    e_post.push_back(post_w.result.losses[k] - post.result.losses[k]);
+    e_pre.push_back(pre_w.result.losses[k] - pre.result.losses[k]);
+  }
+  return paired_diff(e_post, e_pre, kWindow);
+}
+
 // The summary's three lines on the lesson's DeepNorm claims, from the runs: deep = DeepNorm, post = Post-LN
 // (both without warmup), cf = the task's context-free loss.
 std::string claims_text(const Run& deep, const Run& post, int64_t layers, int64_t steps, double cf) {
@@ -197,13 +215,7 @@ std::string warmup_text(const Run& post, const Run& post_w, const Run& pre, cons
     md += "- Warmup's effect on the two positions is not compared: a run diverged.\n";
     return md;
   }
-  auto effect = [](const Run& with, const Run& without) {
-    std::vector<double> e;
-    for (size_t k = 0; k < with.result.losses.size(); ++k)
-      e.push_back(with.result.losses[k] - without.result.losses[k]);
-    return e;
-  };
-  const PairedDiff d = paired_diff(effect(post_w, post), effect(pre_w, pre), kWindow);
+  const PairedDiff d = warmup_effects_diff(post, post_w, pre, pre_w);
   if (!d.computed()) return md;
   md +=
       "- **Which needs it more.** Warmup's effect (with minus without) on Post-LN minus its effect on "
@@ -223,8 +235,7 @@ std::string warmup_text(const Run& post, const Run& post_w, const Run& pre, cons
 std::string across_seeds_text(const std::vector<std::vector<Run>>& by_seed, double cf, bool warmup_runs) {
   const size_t n = by_seed.size();
   auto find = [&by_seed](size_t si, const std::string& name) -> const Run& {
-    const std::vector<Run>& rs = by_seed[si];
-    return *std::find_if(rs.begin(), rs.end(), [&](const Run& r) { return r.name == name; });
+    return run_named(by_seed[si], name);
   };
   auto end_diff = [&](size_t si, const std::string& a, const std::string& b) {
     const Run &ra = find(si, a), &rb = find(si, b);
@@ -269,20 +280,9 @@ std::string across_seeds_text(const std::vector<std::vector<Run>>& by_seed, doub
   md += "- **Warmup on Pre-LN**: " + call("Pre-LN + warmup", "Pre-LN") + ".\n";
   // which needs it more: the effect curves (with minus without) of the two positions paired, per seed
   std::vector<PairedDiff> per_seed;
-  for (size_t si = 0; si < n; ++si) {
-    const Run &post = find(si, "Post-LN"), &post_w = find(si, "Post-LN + warmup"), &pre = find(si, "Pre-LN"),
-              &pre_w = find(si, "Pre-LN + warmup");
-    if (diverged(post) || diverged(post_w) || diverged(pre) || diverged(pre_w)) {
-      per_seed.push_back(PairedDiff{});
-      continue;
-    }
-    std::vector<double> e_post, e_pre;
-    for (size_t k = 0; k < post.result.losses.size(); ++k) {
-      e_post.push_back(post_w.result.losses[k] - post.result.losses[k]);
-      e_pre.push_back(pre_w.result.losses[k] - pre.result.losses[k]);
-    }
-    per_seed.push_back(paired_diff(e_post, e_pre, kWindow));
-  }
+  for (size_t si = 0; si < n; ++si)
+    per_seed.push_back(warmup_effects_diff(find(si, "Post-LN"), find(si, "Post-LN + warmup"),
+                                           find(si, "Pre-LN"), find(si, "Pre-LN + warmup")));
   md += "- **Which needs warmup more** (each position's end with warmup minus without, the two paired): " +
         seed_text(seed_spread(per_seed), "Post-LN's warmup effect", "Pre-LN's warmup effect") +
         " (lower: warmup did that position more good or less harm).\n";
@@ -387,8 +387,7 @@ static int run(int argc, char** argv) {
   }
   // The run of config `name` with seeds[si].
   auto find = [&by_seed](size_t si, const std::string& name) -> const Run& {
-    const std::vector<Run>& rs = by_seed[si];
-    return *std::find_if(rs.begin(), rs.end(), [&](const Run& r) { return r.name == name; });
+    return run_named(by_seed[si], name);
   };
   // A run's name in the figure and the tables: with several seeds, "Post-LN seed 2".
   auto label_of = [many](const Run& r) { return many ? r.name + " seed " + std::to_string(r.seed) : r.name; };
