@@ -28,6 +28,7 @@ void set_anomaly_enabled(bool on) {
 }
 
 void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+  check_defined("backward", "self", root);
   NG_CHECK(root.requires_grad(), "backward",
            "the tensor does not require grad and has no grad_fn (did you forget requires_grad_() on "
            "an input, or run the forward under NoGradGuard?)");

@@ -61,6 +61,7 @@ RopeTables CausalSelfAttention::rope_for(int64_t T, DType dtype, Device device) 
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
+  check_defined("CausalSelfAttention", "x", x);
   NG_CHECK(x.dim() == 3 && x.size(2) == config.dim, "CausalSelfAttention", "expected x of shape (B, T, ",
            config.dim, "), got ", shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1);

@@ -88,6 +88,7 @@ static Tensor norm_of_sum(const std::shared_ptr<Module>& norm, const Tensor& x, 
 }
 
 Tensor Block::forward(const Tensor& x) {
+  check_defined("Block", "x", x);
   const std::string& pos = config.norm_position;
   Tensor h = x;
   if (pos == "none") {

@@ -11,6 +11,7 @@ Dropout::Dropout(double p_, Generator& gen) : p(p_), gen_(&gen) {
 }
 
 Tensor Dropout::forward(const Tensor& x) {
+  check_defined("Dropout", "x", x);
   if (!is_training() || p == 0) return x;  // no random numbers drawn: eval and p = 0 are exact identities
   return dropout(x, p, true, *gen_);
 }

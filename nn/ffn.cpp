@@ -48,6 +48,7 @@ std::vector<std::shared_ptr<Linear>> FeedForward::linears() const {
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
+  check_defined("FeedForward", "x", x);
   Tensor y;
   if (config.kind == "mlp") {
     // h = act(x W1^T + b1) : (..., H);  y = h W2^T + b2 : (..., C)

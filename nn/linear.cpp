@@ -10,6 +10,7 @@
 namespace ng::F {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_defined("linear", "x", x, "weight", weight);
   NG_CHECK(weight.dim() == 2, "linear", "weight must be 2-D (out, in), got shape ",
            shape_str(weight.shape()));
   const int64_t out = weight.size(0), in = weight.size(1);

@@ -33,6 +33,7 @@ RopeTables rope_tables(int64_t T, int64_t HS, double theta, DType dtype) {
 namespace {
 
 void check_args(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  check_defined("rope", "x", x, "cos", cos, "sin", sin);
   NG_CHECK(x.dim() == 4, "rope", "expected x of shape (B, T, NH, HS), got ", shape_str(x.shape()));
   const int64_t T = x.size(1), HS = x.size(3);
   NG_CHECK(HS % 2 == 0, "rope", "head size must be even, got x ", shape_str(x.shape()));

@@ -200,6 +200,7 @@ TinyLM::TinyLM(const TinyLMConfig& cfg, Generator& gen)
 }
 
 Tensor TinyLM::forward(const Tensor& tokens) {
+  check_defined("TinyLM", "tokens", tokens);
   NG_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i64, "TinyLM",
            "expected tokens (B, T) of dtype i64, got ", dtype_name(tokens.dtype()), " ",
            shape_str(tokens.shape()));

@@ -32,12 +32,15 @@ Tensor scalar_tensor(double value, DType dtype) {
 }
 // The *_like factories follow t's device too (device_kernels.h has the device-taking factories).
 Tensor zeros_like(const Tensor& t) {
+  check_defined("zeros_like", "t", t);
   return zeros(t.shape(), t.dtype(), t.device());
 }
 Tensor ones_like(const Tensor& t) {
+  check_defined("ones_like", "t", t);
   return full(t.shape(), 1.0, t.dtype(), t.device());
 }
 Tensor empty_like(const Tensor& t) {
+  check_defined("empty_like", "t", t);
   return empty(t.shape(), t.dtype(), t.device());
 }
 

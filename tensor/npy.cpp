@@ -166,6 +166,7 @@ uint64_t read_le(const unsigned char* p, int bytes) {
 
 // ---- save -----------------------------------------------------------------------------------------
 void save_npy(const std::string& path, const Tensor& t) {
+  check_defined("save_npy", "t", t);
   const char* descr = descr_of(t.dtype());
   NG_CHECK(descr != nullptr, "save_npy", path,
            ": bf16 is not a NumPy dtype; convert first with .to(DType::f32)");

@@ -159,11 +159,13 @@ Tensor randint(int64_t lo, int64_t hi, const Shape& shape, Generator& gen) {
 // Initialisers: they set values, so they take a parameter that requires grad (as PyTorch's nn.init does,
 // under no_grad), which copy_ alone refuses while grad mode is on.
 void uniform_(Tensor& t, double lo, double hi, Generator& gen) {
+  check_defined("uniform_", "t", t);
   check_no_internal_overlap(t, "uniform_");
   NoGradGuard no_grad;
   t.copy_(uniform(t.shape(), lo, hi, gen, t.dtype()));
 }
 void normal_(Tensor& t, double mean, double std, Generator& gen) {
+  check_defined("normal_", "t", t);
   check_no_internal_overlap(t, "normal_");
   NoGradGuard no_grad;
   t.copy_(randn(t.shape(), gen, t.dtype(), mean, std));

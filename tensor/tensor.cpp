@@ -107,6 +107,7 @@ static void copy_convert(const Tensor& dst, const Tensor& src, const char* op) {
 }
 
 double Tensor::item() const {
+  check_defined("item", "self", *this);
   NG_CHECK(numel() == 1, "item", "expected a tensor with one element, got shape ", shape_str(shape()));
   if (!device().is_cpu()) return detach().to(Device::cpu()).item();  // one value copied to the host
   double v = 0;
@@ -117,6 +118,7 @@ double Tensor::item() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  check_defined("to_vector", "self", *this);
   // A tensor on another device is copied to the CPU first (an error when no backend can copy it).
   Tensor c = device().is_cpu() ? contiguous() : to(Device::cpu()).contiguous();
   std::vector<T> out(static_cast<size_t>(numel()));
@@ -138,6 +140,7 @@ template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 Tensor Tensor::to(DType target) const {
+  check_defined("to", "self", *this);
   if (target == dtype()) return *this;
   Tensor out;
   if (device().is_cpu()) {
@@ -158,6 +161,7 @@ Tensor Tensor::to(DType target) const {
 
 // Device copies are provided by the backend's device table (tensor/device_kernels.h), when one is built.
 Tensor Tensor::to(Device target) const {
+  check_defined("to", "self", *this);
   if (target == device()) return *this;
   const Device other = target.is_cpu() ? device() : target;
   NG_CHECK(!other.is_cuda() || cuda_kernels() != nullptr, "to", "cannot move a tensor from ", device().str(),
@@ -167,6 +171,7 @@ Tensor Tensor::to(Device target) const {
 }
 
 Tensor Tensor::clone() const {
+  check_defined("clone", "self", *this);
   Tensor out;
   if (device().is_cpu()) {
     out = empty(shape(), dtype());
@@ -181,6 +186,7 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::contiguous() const {
+  check_defined("contiguous", "self", *this);
   return is_contiguous() ? *this : clone();
 }
 
@@ -243,6 +249,7 @@ Tensor source_for_write(const Tensor& self, const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
+  check_defined("fill_", "self", *this);
   check_untracked_in_place(*this, nullptr, "fill_");
   check_fits_dtype(value, dtype(), "fill_");  // NaN into i64, 1e10 into f16
   if (!device().is_cpu()) {
@@ -269,6 +276,7 @@ Tensor& Tensor::fill_(double value) {
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  check_defined("copy_", "self", *this, "src", src);
   check_untracked_in_place(*this, &src, "copy_");
   check_no_internal_overlap(*this, "copy_");
   Tensor s = source_for_write(*this, src, "copy_");  // src broadcast to self's shape (NumPy rules)
@@ -289,6 +297,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::requires_grad_(bool on) {
+  check_defined("requires_grad_", "self", *this);
   NG_CHECK(is_leaf(), "requires_grad_", "can only be set on a leaf tensor; this one was made by ",
            grad_fn()->name(), " (use detach() to make a leaf)");
   NG_CHECK(!on || is_floating(dtype()), "requires_grad_", "only floating tensors can require grad, got ",
@@ -298,6 +307,7 @@ Tensor& Tensor::requires_grad_(bool on) {
 }
 
 void Tensor::set_grad(const Tensor& g) {
+  check_defined("set_grad", "self", *this);
   if (g.defined()) {
     NG_CHECK(g.shape() == shape(), "set_grad", "gradient has shape ", shape_str(g.shape()), ", expected ",
              shape_str(shape()));
@@ -321,6 +331,7 @@ void Tensor::zero_grad() {
 }
 
 void Tensor::retain_grad() {
+  check_defined("retain_grad", "self", *this);
   if (is_leaf()) return;  // leaves keep .grad anyway
   impl().retains_grad = true;
   grad_fn()->retained_output = impl_ptr();
@@ -331,6 +342,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 }
 
 Tensor Tensor::detach() const {
+  check_defined("detach", "self", *this);
   auto d = std::make_shared<TensorImpl>();
   d->storage = impl().storage;
   d->shape = shape();

@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensor/device.h"
@@ -124,11 +125,15 @@ class Tensor {
   Tensor& fill_(double value);
   Tensor& copy_(const Tensor& src);  // src is broadcast to self's shape and converted to its dtype
 
+  // What an undefined tensor is, for the error messages that meet one.
+  static constexpr const char* kUndefinedWhy =
+      "a default-constructed ng::Tensor, with no shape and no data: expected one made by a factory such as "
+      "zeros() or from_vector(), or by an op";
+
+  // Every op checks its tensor arguments with check_defined() below, which names the op; this is the last
+  // line of defence, for the accessors (shape(), dtype(), ...) that are not ops.
   TensorImpl& impl() const {
-    NG_CHECK(
-        impl_ != nullptr, "Tensor",
-        "use of an undefined tensor (a default-constructed ng::Tensor, with no shape and no data: expected "
-        "one made by a factory such as zeros() or from_vector(), or by an op)");
+    NG_CHECK(impl_ != nullptr, "Tensor", "use of an undefined tensor (", kUndefinedWhy, ")");
     return *impl_;
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -137,6 +142,21 @@ class Tensor {
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// ---- an op's first check ----
+// Each op checks the tensor arguments it needs before it reads one, so that an undefined one is named with
+// the op instead of failing inside it as "Tensor: use of an undefined tensor":
+//   check_defined("matmul", "a", a, "b", b);  ->  "matmul: b is an undefined tensor (a default-constructed
+//   ..."
+// An optional argument (a norm's weight, say) is not checked: there, undefined means "none".
+inline void check_defined(const char* op, std::string_view name, const Tensor& t) {
+  NG_CHECK(t.defined(), op, name, " is an undefined tensor (", Tensor::kUndefinedWhy, ")");
+}
+template <typename... More>
+void check_defined(const char* op, std::string_view name, const Tensor& t, const More&... more) {
+  check_defined(op, name, t);
+  check_defined(op, more...);
+}
 
 // ---- factories (tensor/factory.cpp) ----
 Tensor empty(const Shape& shape, DType dtype = DType::f32);

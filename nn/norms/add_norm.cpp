@@ -186,6 +186,7 @@ namespace F {
 Tensor add_layer_norm(const Tensor& x, const Tensor& a, double alpha, const Shape& normalized_shape,
                       const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "add_layer_norm";
+  check_defined(op, "x", x, "a", a);
   NG_CHECK(std::isfinite(alpha), op, "expected a finite alpha (alpha * x + a), got ", alpha);
   check_fits_dtype(alpha, x.dtype(), op, "alpha");  // alpha * x runs in x's dtype (1e5: inf in f16)
   if (!fusable(x, a)) return layer_norm(unfused_sum(x, a, alpha), normalized_shape, weight, bias, eps);
@@ -196,6 +197,7 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& a, double alpha, const Shap
 
 Tensor add_rms_norm(const Tensor& x, const Tensor& a, double alpha, const Tensor& weight, double eps) {
   const char* op = "add_rms_norm";
+  check_defined(op, "x", x, "a", a);
   NG_CHECK(std::isfinite(alpha), op, "expected a finite alpha (alpha * x + a), got ", alpha);
   check_fits_dtype(alpha, x.dtype(), op, "alpha");  // alpha * x runs in x's dtype (1e5: inf in f16)
   if (!fusable(x, a)) return rms_norm(unfused_sum(x, a, alpha), weight, eps);

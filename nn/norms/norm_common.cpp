@@ -25,7 +25,7 @@ ChunkGroups chunk_groups(const RowChunks& chunks) {
 }
 
 void check_float_input(const Tensor& x, const char* op) {
-  NG_CHECK(x.defined(), op, "expected an input tensor, got an undefined one");
+  check_defined(op, "x", x);
   NG_CHECK(is_floating(x.dtype()), op, "expected a floating input (f32, f64, f16 or bf16), got ",
            dtype_name(x.dtype()));
 }

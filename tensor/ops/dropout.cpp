@@ -37,6 +37,7 @@ Tensor dropout_mask(const Shape& shape, double p, DType dtype, Generator& gen) {
 // Forward:  out = x * mask.
 // Backward: dx = dout * mask   (mask is a constant: it was drawn, not computed from x).
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  check_defined("dropout", "x", x);
   NG_CHECK(p >= 0.0 && p <= 1.0, "dropout", "p must be in [0, 1], got ", p);
   NG_CHECK(is_floating(x.dtype()), "dropout", "expected a floating tensor, got ", dtype_name(x.dtype()));
   if (!training || p == 0.0) return x;

@@ -224,6 +224,7 @@ Tensor in_f32(const Tensor& x, F&& f) {
 // ---- the op builders ----
 
 Tensor unary(const Tensor& x, Un op, const char* name, const char* node, double p0 = 0, double p1 = 0) {
+  check_defined(name, "x", x);
   NG_CHECK(is_floating(x.dtype()), name, "expected a floating tensor, got ", dtype_name(x.dtype()));
   if (is_half(x.dtype()))
     return in_f32(x, [&](const Tensor& x32) { return unary(x32, op, name, node, p0, p1); });
@@ -254,6 +255,7 @@ Tensor unary_backward_reference(UnaryKind op, const Tensor& x, const Tensor& y, 
 
 // add: y = a + b.   da = dout, db = dout (each summed back over its broadcast dims).
 Tensor add(const Tensor& a, const Tensor& b) {
+  check_defined("add", "a", a, "b", b);
   if (is_half(a.dtype()) && a.dtype() == b.dtype())
     return add(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Tensor y = binary_kernel(a, b, Bin::add, "add");
@@ -268,6 +270,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 // sub: y = a - b.   da = dout, db = -dout.
 Tensor sub(const Tensor& a, const Tensor& b) {
+  check_defined("sub", "a", a, "b", b);
   if (is_half(a.dtype()) && a.dtype() == b.dtype())
     return sub(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Tensor y = binary_kernel(a, b, Bin::sub, "sub");
@@ -283,6 +286,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 // mul: y = a * b.   da = dout * b, db = dout * a.
 Tensor mul(const Tensor& a, const Tensor& b) {
+  check_defined("mul", "a", a, "b", b);
   if (is_half(a.dtype()) && a.dtype() == b.dtype())
     return mul(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Tensor y = binary_kernel(a, b, Bin::mul, "mul");
@@ -302,6 +306,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 // div: y = a / b.   da = dout / b,   db = -dout * a / b^2 = -dout * y / b.
 Tensor div(const Tensor& a, const Tensor& b) {
+  check_defined("div", "a", a, "b", b);
   if (is_half(a.dtype()) && a.dtype() == b.dtype())
     return div(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Tensor y = binary_kernel(a, b, Bin::div, "div");
@@ -322,6 +327,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 // maximum / minimum: the gradient goes to whichever input was selected; on a tie, half to each.
 static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
   const char* name = is_max ? "maximum" : "minimum";
+  check_defined(name, "a", a, "b", b);
   if (is_half(a.dtype()) && a.dtype() == b.dtype())
     return extremum(a.to(DType::f32), b.to(DType::f32), is_max).to(a.dtype());
   Tensor y = binary_kernel(a, b, is_max ? Bin::max : Bin::min, name);
@@ -377,6 +383,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false);
 // x * inf would be inf whatever x; NaN or 2.5 has no i64).
 // On a device the 0-d scalar is made there (one tiny fill).
 static Tensor scalar_like(double s, const Tensor& a, const char* op) {
+  check_defined(op, "a", a);
   check_fits_dtype(s, a.dtype(), op, "the scalar");
   return a.device().is_cpu() ? scalar_tensor(s, a.dtype()) : full({}, s, a.dtype(), a.device());
 }
@@ -420,6 +427,7 @@ Tensor tanh(const Tensor& x) { return unary(x, Un::tanh, "tanh", "TanhBackward")
 // 4. In place
 // =====================================================================================================
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
+  check_defined("add_", "self", self, "other", other);
   check_untracked_in_place(self, &other, "add_");
   check_no_internal_overlap(self, "add_");
   if (on_device({self, other}, "add_")) {
@@ -458,6 +466,7 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
 }
 
 Tensor& mul_(Tensor& self, double s) {
+  check_defined("mul_", "self", self);
   // As add_: a float scale of integers would round through double (2^53 + 1 lost its last bit) and NaN or
   // 1e30 had no i64 (an undefined conversion, INT64_MIN on x86).
   NG_CHECK(self.dtype() != DType::i64, "mul_", "expected a floating tensor, got i64");

@@ -99,6 +99,7 @@ Tensor scatter_add_backward(const Tensor& dout, const Shape& in_shape, int64_t d
 // Backward: dx[o, k, i] = sum_{j : index[j] = k} dout[o, j, i]   (a scatter-add; zero for unselected k).
 Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
   const char* op = "index_select";
+  check_defined(op, "x", x, "index", index);
   NG_CHECK(index.dtype() == DType::i64, op, "expected an i64 index, got ", dtype_name(index.dtype()));
   NG_CHECK(index.dim() <= 1, op, "expected a 0-d or 1-D index, got shape ", shape_str(index.shape()));
   NG_CHECK(x.device().is_cpu() && index.device().is_cpu(), op, "expected CPU tensors, got ", x.device().str(),
@@ -135,6 +136,7 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
 // Backward: dweight[v, c] = sum over positions p with ids[p] = v of dout[p, c]   (scatter-add over rows)
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   const char* op = "embedding";
+  check_defined(op, "weight", weight, "ids", ids);
   NG_CHECK(weight.dim() == 2, op, "expected weight of shape (V, C), got ", shape_str(weight.shape()));
   NG_CHECK(is_floating(weight.dtype()), op, "expected a floating weight, got ", dtype_name(weight.dtype()));
   NG_CHECK(ids.dtype() == DType::i64, op, "expected i64 ids, got ", dtype_name(ids.dtype()));
@@ -202,6 +204,7 @@ Tensor masked_fill_kernel(const Tensor& x, const Tensor& mask, double value) {
 //           i.e. dx = masked_fill(dout, mask, 0).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   const char* op = "masked_fill";
+  check_defined(op, "x", x, "mask", mask);
   NG_CHECK(x.device() == mask.device(), op, "expected x and mask on the same device, got ", x.device().str(),
            " and ", mask.device().str());
   Shape b = broadcast_shapes(x.shape(), mask.shape(), op);

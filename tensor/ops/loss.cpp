@@ -139,6 +139,7 @@ int64_t count_targets(const int64_t* t, int64_t N, int64_t V, int64_t ignore_ind
 // and nothing else. The backward multiplies by dout, or hands dx over as it is when dout = 1.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   const char* op = "cross_entropy";
+  check_defined(op, "logits", logits, "targets", targets);
   NG_CHECK(is_floating(logits.dtype()), op, "expected floating logits, got ", dtype_name(logits.dtype()));
   NG_CHECK(targets.dtype() == DType::i64, op, "expected i64 targets (class indices), got ",
            dtype_name(targets.dtype()));

@@ -104,7 +104,6 @@ Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, bool naive) {
 // f: the product of two operands of at least 2 dims (matmul's with autograd, or the naive reference).
 template <class F>
 static Tensor with_vectors(const Tensor& a, const Tensor& b, F&& f) {
-  NG_CHECK(a.defined() && b.defined(), "matmul", "expected two defined tensors");
   NG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "expected tensors with at least 1 dim, got shapes ",
            shape_str(a.shape()), " and ", shape_str(b.shape()));
   if (a.dim() >= 2 && b.dim() >= 2) return f(a, b);
@@ -119,6 +118,7 @@ static Tensor with_vectors(const Tensor& a, const Tensor& b, F&& f) {
 }
 
 Tensor matmul_naive(const Tensor& a, const Tensor& b) {
+  check_defined("matmul_naive", "a", a, "b", b);
   return with_vectors(a, b, [](const Tensor& a2, const Tensor& b2) { return matmul_impl(a2, b2, true); });
 }
 
@@ -169,6 +169,7 @@ static Tensor matmul_matrices(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_defined("matmul", "a", a, "b", b);
   return with_vectors(a, b, matmul_matrices);
 }
 

@@ -165,6 +165,7 @@ Tensor sum_of_one_copy(const Tensor& x, const Plan& p, bool is_mean) {
 
 // sum: y = sum_i x_i over the reduced dims.   dx_i = dout (broadcast back over the reduced dims).
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_defined("sum", "x", x);
   const bool device = on_device({x}, "sum"), expanded = !device && has_expanded_dim(x);
   if (is_half(x.dtype()) && !expanded)
     return half_to_f32(x, [&](const Tensor& x32) { return sum(x32, dims, keepdim); });
@@ -186,6 +187,7 @@ Tensor sum(const Tensor& x) {
 
 // mean: y = (1/L) sum_i x_i.   dx_i = dout / L.
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_defined("mean", "x", x);
   const bool device = on_device({x}, "mean"), expanded = !device && has_expanded_dim(x);
   if (is_half(x.dtype()) && !expanded)
     return half_to_f32(x, [&](const Tensor& x32) { return mean(x32, dims, keepdim); });
@@ -211,6 +213,7 @@ Tensor mean(const Tensor& x) {
 // var: m = mean(x), y = sum_i (x_i - m)^2 / (L - c), c = 1 if unbiased else 0.
 //   dy/dx_i = 2 (x_i - m) / (L - c)   (the path through m vanishes because sum_i (x_i - m) = 0).
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  check_defined("var", "x", x);
   if (is_half(x.dtype()))
     return half_to_f32(x, [&](const Tensor& x32) { return var(x32, dims, unbiased, keepdim); });
   Plan p = make_plan(x, dims, keepdim, "var");
@@ -275,6 +278,7 @@ static Tensor argmax_rows(const Tensor& x, const Plan& p, const char* op) {
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  check_defined("argmax", "x", x);
   Tensor xf = is_half(x.dtype()) ? x.to(DType::f32) : x;
   Plan p = make_plan(xf, {dim}, keepdim, "argmax");
   return argmax_rows(xf, p, "argmax").reshape(p.out_shape);
@@ -282,6 +286,7 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 
 // max: y = x_k with k = argmax.   dx_i = dout if i == k else 0.
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
+  check_defined("max", "x", x);
   if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return max(x32, dim, keepdim); });
   if (x.dim() == 0) {  // the one value (make_plan checks that dim is 0 or -1)
     make_plan(x, {dim}, keepdim, "max");

@@ -160,6 +160,7 @@ Tensor unrows(const Tensor& rows, const std::vector<int64_t>& perm) {
 
 Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log, bool causal = false) {
   const char* op = causal ? "causal_softmax" : log ? "log_softmax" : "softmax";
+  check_defined(op, "x", x);
   NG_CHECK(is_floating(x.dtype()), op, "expected a floating tensor, got ", dtype_name(x.dtype()));
   if (causal)
     NG_CHECK(x.dim() >= 2 && x.size(-1) == x.size(-2), op,
@@ -228,6 +229,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 
 // causal_softmax: softmax over the keys s <= t of each query t; see softmax.h.
 Tensor causal_softmax(const Tensor& x) {
+  check_defined("causal_softmax", "x", x);
   if (x.defined() && !x.device().is_cpu() && x.dim() >= 2 && x.size(-1) == x.size(-2)) {
     // No fused device kernel: the composition it stands for, with the mask built on x's device.
     const int64_t T = x.size(-1);

@@ -88,6 +88,7 @@ bool view_strides(const Tensor& t, const Shape& shape, Strides& out) {
 }  // namespace
 
 Tensor Tensor::view(const Shape& want) const {
+  check_defined("view", "self", *this);
   Shape s = infer_shape(want, numel(), "view", shape());
   Strides st;
   NG_CHECK(view_strides(*this, s, st), "view", "cannot view a tensor of shape ", shape_str(shape()),
@@ -104,6 +105,7 @@ Tensor Tensor::view(const Shape& want) const {
 }
 
 Tensor Tensor::reshape(const Shape& want) const {
+  check_defined("reshape", "self", *this);
   Shape s = infer_shape(want, numel(), "reshape", shape());
   Strides st;
   if (view_strides(*this, s, st)) return view(s);
@@ -111,6 +113,7 @@ Tensor Tensor::reshape(const Shape& want) const {
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  check_defined("flatten", "self", *this);
   if (dim() == 0) return reshape({1});
   start = wrap_dim(start, dim(), "flatten");
   end = wrap_dim(end, dim(), "flatten");
@@ -128,6 +131,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  check_defined("permute", "self", *this);
   NG_CHECK(int64_t(dims.size()) == dim(), "permute", "expected ", dim(), " dims for a tensor of shape ",
            shape_str(shape()), ", got ", dims.size());
   std::vector<int64_t> p(dims.size());
@@ -154,6 +158,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  check_defined("transpose", "self", *this);
   d0 = wrap_dim(d0, dim(), "transpose");
   d1 = wrap_dim(d1, dim(), "transpose");
   if (dim() < 2) return *this;  // 0-d (dims 0 and -1 both name "the" dim) and 1-D: nothing to swap
@@ -164,6 +169,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  check_defined("slice", "self", *this);
   NG_CHECK(dim() > 0, "slice", "expected a tensor with at least 1 dim, got a 0-d tensor");
   d = wrap_dim(d, dim(), "slice");
   NG_CHECK(step >= 1, "slice", "step must be positive, got ", step);
@@ -196,6 +202,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  check_defined("narrow", "self", *this);
   NG_CHECK(dim() > 0, "narrow", "expected a tensor with at least 1 dim, got a 0-d tensor");
   d = wrap_dim(d, dim(), "narrow");
   // length <= size - start, not start + length <= size: that sum overflowed for a length near 2^63
@@ -209,6 +216,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  check_defined("select", "self", *this);
   NG_CHECK(dim() > 0, "select", "expected a tensor with at least 1 dim, got a 0-d tensor");
   d = wrap_dim(d, dim(), "select");
   int64_t n = shape()[d];
@@ -219,6 +227,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 
 Tensor Tensor::expand(const Shape& want) const {
+  check_defined("expand", "self", *this);
   NG_CHECK(int64_t(want.size()) >= dim(), "expand", "cannot expand shape ", shape_str(shape()), " to ",
            shape_str(want), " (fewer dims)");
   size_t lead = want.size() - shape().size();
@@ -262,6 +271,7 @@ Tensor Tensor::expand(const Shape& want) const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
+  check_defined("squeeze", "self", *this);
   d = wrap_dim(d, dim(), "squeeze");
   if (dim() == 0 || shape()[d] != 1) return *this;
   Shape s = shape();
@@ -270,6 +280,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
+  check_defined("unsqueeze", "self", *this);
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape s = shape();
   s.insert(s.begin() + d, 1);
@@ -280,6 +291,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
   NG_CHECK(!ts.empty(), "cat", "expected at least one tensor");
+  for (size_t i = 0; i < ts.size(); ++i) check_defined("cat", "tensors[" + std::to_string(i) + "]", ts[i]);
   const Tensor& first = ts[0];
   for (size_t i = 0; i < ts.size(); ++i)
     NG_CHECK(ts[i].dim() > 0, "cat", "tensor ", i,
@@ -329,6 +341,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t d) {
   NG_CHECK(!ts.empty(), "stack", "expected at least one tensor");
+  for (size_t i = 0; i < ts.size(); ++i) check_defined("stack", "tensors[" + std::to_string(i) + "]", ts[i]);
   d = wrap_dim(d, ts[0].dim() + 1, "stack");
   std::vector<Tensor> us;
   for (size_t i = 0; i < ts.size(); ++i) {
