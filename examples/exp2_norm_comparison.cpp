@@ -24,6 +24,9 @@
 // divergence looks like (the config stops there, the NaN step is in the table, the CSV and the plot; the
 // other configs go on). With --detect-anomaly the report names the first op that made the NaN/Inf.
 //
+// --warmup N ramps every config's learning rate linearly over its first N steps (default 0: none, the
+// lesson's setting). The lesson gives Post-LN a 5x smaller rate than Pre-LN and says it needs a warmup.
+//
 // --save PATH checkpoints the last config (Pre-LN + RMSNorm) when it finishes; --resume PATH continues that
 // config from the checkpoint to --steps, bit for bit as if it had never stopped (its weights, Adam moments,
 // data and dropout generators, step count and losses so far are restored), while the other three configs
@@ -111,6 +114,9 @@ static int run(int argc, char** argv) {
   app.add_option("--lr-scale", lr_scale, lr_scale_help)
       ->check(FiniteRange(1e-6, 1e12))
       ->capture_default_str();
+  int64_t warmup = 0;
+  add_warmup_flag(app, warmup,
+                  "linear warmup steps of every config (step s at lr * s / N), fewer than --steps; 0: none");
   app.get_option("--save")->description(
       "at the end, checkpoint the last config (Pre-LN + RMSNorm): weights, Adam state, data and dropout "
       "generators, step (safetensors); replaces a checkpoint at PATH, never another file");
@@ -124,6 +130,7 @@ static int run(int argc, char** argv) {
   if (!choose_task(task_flag, opt, task)) return 2;
   Report report(opt, "norm_comparison", argc, argv);
   const int64_t steps = opt.steps_or(1000, 100);
+  if (!warmup_fits(warmup, steps)) return 2;
 
   nn::TinyLMConfig base;
   base.dim = 256;
@@ -137,9 +144,11 @@ static int run(int argc, char** argv) {
   const std::vector<uint64_t>& seeds = opt.seeds;
   const bool many = seeds.size() > 1;
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
-  std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping, %s, device %s\n",
-              task.name.c_str(), (long long)task.vocab, (long long)steps, seed_words.c_str(),
-              device.str().c_str());
+  // ", warmup 100" in the printed line and the figure's title; "" without one (the output before --warmup)
+  const std::string warmup_words = warmup > 0 ? ", warmup " + std::to_string(warmup) : "";
+  std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping%s, %s, device %s\n",
+              task.name.c_str(), (long long)task.vocab, (long long)steps, warmup_words.c_str(),
+              seed_words.c_str(), device.str().c_str());
   uint64_t seed = opt.seed;  // the seed being trained
   auto config_of = [&](const Config& c) {
     nn::TinyLMConfig mc = base;
@@ -155,6 +164,7 @@ static int run(int argc, char** argv) {
     spec.label = c.name;
     spec.lr = c.lr * lr_scale;
     spec.steps = steps;
+    spec.warmup = warmup;
     spec.data_seed = seed + 1;
     return spec;
   };
@@ -273,6 +283,7 @@ static int run(int argc, char** argv) {
         curves.vlines.push_back(
             {double(r.nan_step), name + " NaN at step " + std::to_string(r.nan_step), plot::palette(int(i))});
     }
+  if (warmup > 0) curves.vlines.push_back({double(warmup), "warmup ends", plot::colors::gray});
   if (many) curves.legend_keys.push_back({other_seeds_key(seeds), plot::colors::gray, true});
   // Reference levels: a uniform guess over the vocabulary scores ln(V); on the copy task, no model without
   // positions gets below copy_task_floor (see the summary below).
@@ -292,8 +303,8 @@ static int run(int argc, char** argv) {
   for (size_t k = 0; k < rows.size(); ++k)
     table.row_colors.push_back(plot::palette(int(k % kConfigs.size())));
   plot::Figure fig;
-  fig.title = "Experiment 2: norm comparison, 2 layers x 256, " + std::to_string(steps) + " steps, " +
-              task.name + ", " + seed_words;
+  fig.title = "Experiment 2: norm comparison, 2 layers x 256, " + std::to_string(steps) + " steps" +
+              warmup_words + ", " + task.name + ", " + seed_words;
   fig.cols = 2;
   fig.panel_width = 700;
   fig.panels = {curves, table};
@@ -303,7 +314,7 @@ static int run(int argc, char** argv) {
   std::string md = "# Experiment 2: norm comparison\n\n";
   md += "Task `" + task.name + "` (vocab " + std::to_string(task.vocab) + "), TinyLM 2 layers, hidden 256, " +
         "4 heads, 4x ReLU FFN; Adam, batch 16, seq 64, " + std::to_string(steps) + " steps, no clipping, " +
-        seed_words +
+        (warmup > 0 ? warmup_description(warmup) + ", " : "") + seed_words +
         (many ? " (every config once per seed; \"What seed " + std::to_string(seeds[0]) +
                     "'s run shows\" reads the first seed alone, \"Across the seeds\" all of them)"
               : "") +

@@ -12,6 +12,11 @@
 // the 2-minute budget on 2 cores; the summary says so.
 // Same task choice as experiment 2 (--task shakespeare | copy, examples/common/lm_task.h).
 //
+// --warmup N ramps every run's learning rate linearly over its first N steps (default 0: none). The lesson
+// says Post-LN needs a warmup and Pre-LN does not: `--post-lr 1e-3 --warmup 100` against `--post-lr 1e-3`
+// asks whether a warmup lets Post-LN train at Pre-LN's rate. (Experiment 4 runs each position with and
+// without one, side by side.)
+//
 // Stability = std of the last 100 losses. A model that does not learn has a flat, "stable" curve, so beside
 // it we report how far the loss fell: (mean of the first 10 losses) - (mean of the last 100), two windows
 // that never overlap (under 110 steps, the first and the rest: examples/common/report.h, head_tail_means).
@@ -161,6 +166,9 @@ static int run(int argc, char** argv) {
   app.add_option("--post-lr", post_lr, "Post-LN learning rate (the lesson's 1e-4; 1e-3 tests its failure)")
       ->check(FiniteRange(1e-8, 10.0))
       ->capture_default_str();
+  int64_t warmup = 0;
+  add_warmup_flag(app, warmup,
+                  "linear warmup steps of every run (step s at lr * s / N), fewer than --steps; 0: none");
   app.get_option("--save")->description(
       "at the end, checkpoint the last run (Post-LN 8L): weights, Adam state, data and dropout generators, "
       "step (safetensors); replaces a checkpoint at PATH, never another file");
@@ -173,6 +181,7 @@ static int run(int argc, char** argv) {
   if (!choose_task(task_flag, opt, task)) return 2;
   Report report(opt, "prenorm_vs_postnorm", argc, argv);
   const int64_t steps = opt.steps_or(1000, 200);
+  if (!warmup_fits(warmup, steps)) return 2;
   const int64_t dim = opt.quick ? 64 : 256, seq = opt.quick ? 32 : 64;
 
   const std::vector<Run> configs = {{"Pre-LN 4L", "pre", 4, pre_lr, 0, {}},
@@ -182,9 +191,11 @@ static int run(int argc, char** argv) {
   const std::vector<uint64_t>& seeds = opt.seeds;
   const bool many = seeds.size() > 1;
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
-  std::printf("Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, clip 1.0, %s\n",
+  // ", warmup 100" in the printed line and the figure's title; "" without one (the output before --warmup)
+  const std::string warmup_words = warmup > 0 ? ", warmup " + std::to_string(warmup) : "";
+  std::printf("Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, clip 1.0%s, %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)dim, (long long)seq, (long long)steps,
-              seed_words.c_str());
+              warmup_words.c_str(), seed_words.c_str());
   auto config_of = [&](const Run& r) {
     nn::TinyLMConfig c;
     c.dim = dim;
@@ -205,6 +216,7 @@ static int run(int argc, char** argv) {
     spec.steps = steps;
     spec.seq = seq;
     spec.clip = 1.0;
+    spec.warmup = warmup;
     spec.data_seed = r.seed + 1;
     return spec;
   };
@@ -272,6 +284,7 @@ static int run(int argc, char** argv) {
           c.vlines.push_back(
               {double(r.result.nan_step), name + " NaN at step " + std::to_string(r.result.nan_step)});
       }
+    if (warmup > 0) c.vlines.push_back({double(warmup), "warmup ends", plot::colors::gray});
     if (many) c.legend_keys.push_back({other_seeds_key(seeds), plot::colors::gray, true});
     // A uniform guess over the vocabulary scores ln(V). It also keeps the y range defined when both runs
     // diverged at their first step and have no finite loss to plot.
@@ -297,7 +310,7 @@ static int run(int argc, char** argv) {
                  {"Post-LN fell", {seed_mean(1, fell_of), seed_mean(3, fell_of)}, plot::palette(3)}};
   plot::Figure fig;
   fig.title = "Experiment 3: Pre-LN vs Post-LN, " + task.name + ", hidden " + std::to_string(dim) + ", " +
-              std::to_string(steps) + " steps, " + seed_words;
+              std::to_string(steps) + " steps" + warmup_words + ", " + seed_words;
   fig.cols = 2;
   fig.panels = {curves(4), curves(8), finals, stab};
   // Pre-LN vs Post-LN at each depth, in each seed's runs
@@ -337,7 +350,8 @@ static int run(int argc, char** argv) {
   std::string md = "# Experiment 3: Pre-LN vs Post-LN\n\n";
   md += "Task `" + task.name + "`, TinyLM hidden " + std::to_string(dim) +
         ", 4 heads, 4x ReLU FFN, LayerNorm; " + "Adam, batch 16, seq " + std::to_string(seq) + ", " +
-        std::to_string(steps) + " steps, clip_grad_norm 1.0, " + seed_words +
+        std::to_string(steps) + " steps, clip_grad_norm 1.0, " +
+        (warmup > 0 ? warmup_description(warmup) + ", " : "") + seed_words +
         (many ? " (every run once per seed)" : "") + ".\n\n";
   if (opt.quick)
     md +=
@@ -403,6 +417,11 @@ static int run(int argc, char** argv) {
         (pre_lr == 1e-3 && post_lr == 1e-4 ? ", the lesson's recipe" : "") +
         ", so this compares recipes. `--post-lr " + num(pre_lr) +
         "` runs Post-LN at Pre-LN's rate and tests the lesson's \"Post-LN needs a smaller learning rate\".\n";
+  if (warmup > 0)
+    md +=
+        "- Both positions warm up over the same first " + std::to_string(warmup) +
+        " steps, so the warmup is no difference between them. The lesson's \"Post-LN needs warmup\" is this "
+        "run against one without `--warmup` at the same rates (experiment 4 makes both in one run).\n";
   if (!opt.resume.empty())
     md += "- " + runs.back().name + " " + resumed_note(runs.back().result, opt.resume, steps) + "\n";
   report.write_all(md);

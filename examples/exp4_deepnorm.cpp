@@ -321,9 +321,7 @@ static int run(int argc, char** argv) {
   const int64_t steps = opt.steps_or(500, 150);
   if (warmup < 0) {
     warmup = std::max<int64_t>(steps / 10, 1);
-  } else if (warmup >= steps) {
-    std::cerr << "--warmup: expected fewer warmup steps than the run's " << steps << " (--steps), got "
-              << warmup << "\n";
+  } else if (!warmup_fits(warmup, steps)) {
     return 2;
   }
   LMTask task;

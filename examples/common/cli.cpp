@@ -93,6 +93,24 @@ void add_device_flag(CLI::App& app, std::string& device) {
       });
 }
 
+void add_warmup_flag(CLI::App& app, int64_t& warmup, const std::string& help) {
+  app.add_option("--warmup", warmup, help)
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
+      ->capture_default_str();
+}
+
+bool warmup_fits(int64_t warmup, int64_t steps) {
+  if (warmup < steps) return true;
+  std::cerr << "--warmup: expected fewer warmup steps than the run's " << steps << " (--steps), got "
+            << warmup << "\n";
+  return false;
+}
+
+std::string warmup_description(int64_t warmup) {
+  const std::string w = std::to_string(warmup);
+  return "a linear warmup over the first " + w + " steps (step s at lr * s / " + w + ")";
+}
+
 Device require_device(const std::string& name) {
   if (name == "cpu") return Device::cpu();
   const int index = name == "cuda" ? 0 : cuda_index(name);

@@ -2,6 +2,7 @@
 //
 //   --out DIR       where the PNG, CSV, Markdown summary and command line go (default results/)
 //   --seed N        seed of every random draw (default 42): same seed + same --threads = same numbers
+//   --warmup N      (exp2, exp3: add_warmup_flag) linear warmup of every run's learning rate over N steps
 //   --seeds A,B,..  (exp2, exp3, exp4: add_seeds_flag) train every config once per seed and rank them across
 //                   the seeds too (examples/common/seeds.h); instead of --seed, not with --save or --resume
 //   --threads N     worker threads (default: all cores)
@@ -55,6 +56,16 @@ void add_common_flags(CLI::App& app, CommonOptions& options);
 // A repeated seed is a usage error: it would count one run twice.
 inline constexpr size_t kMaxSeeds = 100;
 void add_seeds_flag(CLI::App& app, CommonOptions& options);
+
+// --warmup N (exp2, exp3): every run ramps its learning rate linearly over its first N steps, step s at
+// lr * s / N (TrainSpec::warmup, optim::linear_warmup); 0, the default, is none. `help` is the flag's text.
+// (exp4 registers its own: there a warmup is given to two extra runs, not to all of them.)
+void add_warmup_flag(CLI::App& app, int64_t& warmup, const std::string& help);
+// Once --steps is known: a warmup of `steps` or more never reaches the full rate inside the run, so it is a
+// usage error. Prints why on stderr and returns false then (the caller exits with status 2).
+bool warmup_fits(int64_t warmup, int64_t steps);
+// How a summary says it: "a linear warmup over the first 100 steps (step s at lr * s / 100)".
+std::string warmup_description(int64_t warmup);
 
 // Parse argv. On success: applies --threads, creates --out, and returns nullopt (carry on). On --help:
 // prints usage, returns 0. On a bad flag, a bad value, an unreadable --data or --resume (unless the
