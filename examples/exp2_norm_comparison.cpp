@@ -8,7 +8,8 @@
 //
 // Model: TinyLM with 2 layers, hidden 256, 4 heads, 4x ReLU FFN with biases (nn/tinylm.h); a final norm only
 // for Pre-LN (a Post-LN block already ends in a norm; NoNorm has none). Adam, batch 16, seq 64, 1000 steps
-// (--quick: 100), no gradient clipping. Every config starts from the same seed and sees the same batches.
+// (--quick: 100), no gradient clipping (--clip X clips at X). Every config starts from the same seed and sees
+// the same batches.
 //
 // --task shakespeare (default when the data file is readable): causal char-level LM with RoPE, 90/10 split,
 // validation loss on 8 held-out batches. --task copy: the lesson's synthetic task
@@ -114,6 +115,8 @@ static int run(int argc, char** argv) {
   app.add_option("--lr-scale", lr_scale, lr_scale_help)
       ->check(FiniteRange(1e-6, 1e12))
       ->capture_default_str();
+  double clip = 0;
+  add_clip_flag(app, clip, "clip_grad_norm's max norm of every config; 0 (the lesson's setting) for none");
   int64_t warmup = 0;
   add_warmup_flag(app, warmup,
                   "linear warmup steps of every config (step s at lr * s / N), fewer than --steps; 0: none");
@@ -146,9 +149,9 @@ static int run(int argc, char** argv) {
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
   // ", warmup 100" in the printed line and the figure's title; "" without one (the output before --warmup)
   const std::string warmup_words = warmup > 0 ? ", warmup " + std::to_string(warmup) : "";
-  std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, no clipping%s, %s, device %s\n",
-              task.name.c_str(), (long long)task.vocab, (long long)steps, warmup_words.c_str(),
-              seed_words.c_str(), device.str().c_str());
+  std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, %s%s, %s, device %s\n",
+              task.name.c_str(), (long long)task.vocab, (long long)steps, clip_description(clip).c_str(),
+              warmup_words.c_str(), seed_words.c_str(), device.str().c_str());
   uint64_t seed = opt.seed;  // the seed being trained
   auto config_of = [&](const Config& c) {
     nn::TinyLMConfig mc = base;
@@ -165,6 +168,7 @@ static int run(int argc, char** argv) {
     spec.lr = c.lr * lr_scale;
     spec.steps = steps;
     spec.warmup = warmup;
+    spec.clip = clip;
     spec.data_seed = seed + 1;
     return spec;
   };
@@ -313,8 +317,8 @@ static int run(int argc, char** argv) {
   // ---- summary with computed conclusions ----
   std::string md = "# Experiment 2: norm comparison\n\n";
   md += "Task `" + task.name + "` (vocab " + std::to_string(task.vocab) + "), TinyLM 2 layers, hidden 256, " +
-        "4 heads, 4x ReLU FFN; Adam, batch 16, seq 64, " + std::to_string(steps) + " steps, no clipping, " +
-        (warmup > 0 ? warmup_description(warmup) + ", " : "") + seed_words +
+        "4 heads, 4x ReLU FFN; Adam, batch 16, seq 64, " + std::to_string(steps) + " steps, " +
+        clip_description(clip) + ", " + (warmup > 0 ? warmup_description(warmup) + ", " : "") + seed_words +
         (many ? " (every config once per seed; \"What seed " + std::to_string(seeds[0]) +
                     "'s run shows\" reads the first seed alone, \"Across the seeds\" all of them)"
               : "") +

@@ -7,7 +7,8 @@
 // recipes. `--post-lr 1e-3` runs Post-LN at Pre-LN's rate, which tests the lesson's "Post-LN needs a smaller
 // learning rate" directly.
 //
-// Adam, clip_grad_norm 1.0, batch 16, 1000 steps. Full run: hidden 256, 4 heads, seq 64 (as experiment 2).
+// Adam, clip_grad_norm 1.0 (--clip; 0: none), batch 16, 1000 steps. Full run: hidden 256, 4 heads, seq 64 (as
+// experiment 2).
 // --quick: 200 steps on a SMALLER model and data (hidden 64, 4 heads, seq 32) so that the four runs fit in
 // the 2-minute budget on 2 cores; the summary says so.
 // Same task choice as experiment 2 (--task shakespeare | copy, examples/common/lm_task.h).
@@ -166,6 +167,8 @@ static int run(int argc, char** argv) {
   app.add_option("--post-lr", post_lr, "Post-LN learning rate (the lesson's 1e-4; 1e-3 tests its failure)")
       ->check(FiniteRange(1e-8, 10.0))
       ->capture_default_str();
+  double clip = 1.0;
+  add_clip_flag(app, clip, "clip_grad_norm's max norm of every run (the lesson's 1.0); 0 for none");
   int64_t warmup = 0;
   add_warmup_flag(app, warmup,
                   "linear warmup steps of every run (step s at lr * s / N), fewer than --steps; 0: none");
@@ -193,9 +196,9 @@ static int run(int argc, char** argv) {
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
   // ", warmup 100" in the printed line and the figure's title; "" without one (the output before --warmup)
   const std::string warmup_words = warmup > 0 ? ", warmup " + std::to_string(warmup) : "";
-  std::printf("Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, clip 1.0%s, %s\n",
+  std::printf("Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, %s%s, %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)dim, (long long)seq, (long long)steps,
-              warmup_words.c_str(), seed_words.c_str());
+              clip_description(clip).c_str(), warmup_words.c_str(), seed_words.c_str());
   auto config_of = [&](const Run& r) {
     nn::TinyLMConfig c;
     c.dim = dim;
@@ -215,7 +218,7 @@ static int run(int argc, char** argv) {
     spec.lr = r.lr;
     spec.steps = steps;
     spec.seq = seq;
-    spec.clip = 1.0;
+    spec.clip = clip;
     spec.warmup = warmup;
     spec.data_seed = r.seed + 1;
     return spec;
@@ -350,7 +353,7 @@ static int run(int argc, char** argv) {
   std::string md = "# Experiment 3: Pre-LN vs Post-LN\n\n";
   md += "Task `" + task.name + "`, TinyLM hidden " + std::to_string(dim) +
         ", 4 heads, 4x ReLU FFN, LayerNorm; " + "Adam, batch 16, seq " + std::to_string(seq) + ", " +
-        std::to_string(steps) + " steps, clip_grad_norm 1.0, " +
+        std::to_string(steps) + " steps, " + clip_description(clip) + ", " +
         (warmup > 0 ? warmup_description(warmup) + ", " : "") + seed_words +
         (many ? " (every run once per seed)" : "") + ".\n\n";
   if (opt.quick)

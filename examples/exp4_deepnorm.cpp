@@ -307,9 +307,7 @@ static int run(int argc, char** argv) {
   app.add_option("--lr", lr, "the one learning rate of all the runs (exp3's Pre-LN rate)")
       ->check(FiniteRange(1e-8, 10.0))
       ->capture_default_str();
-  app.add_option("--clip", clip, "clip_grad_norm's max norm; 0 for none")
-      ->check(FiniteRange(0.0, 1e12))
-      ->capture_default_str();
+  add_clip_flag(app, clip, "clip_grad_norm's max norm; 0 for none");
   app.add_option("--warmup", warmup,
                  "linear warmup steps of the runs \"Post-LN + warmup\" and \"Pre-LN + warmup\", fewer than "
                  "--steps (default a tenth of the steps); 0 leaves those two runs out")

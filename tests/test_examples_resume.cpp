@@ -342,6 +342,62 @@ TEST(Examples, ResumeWithAnotherWarmupIsAnError) {
   fs::remove(ckpt);
 }
 
+// A checkpoint records the run's clipping (train.clip), and a resume with another --clip is refused: it went
+// on with the new max norm, a run no straight run makes. A checkpoint without the key (from before train_lm
+// wrote it) is resumed with any; a value that is not a max norm >= 0 is an error.
+TEST(Examples, ResumeWithAnotherClipIsAnError) {
+  const LMTask task = LMTask::copy();
+  auto spec = [](int64_t steps, double clip) {
+    TrainSpec s = small_spec(steps);
+    s.clip = clip;
+    return s;
+  };
+  const fs::path ckpt = temp_file("clip_other");
+  {
+    nn::TinyLM m(small_config(task));
+    train_lm(m, task, spec(2, 0.5), true, "", ckpt.string());
+  }
+  const io::SafetensorsData data = io::load_safetensors(ckpt.string());
+  EXPECT_EQ(data.metadata.at("train.clip"), "0.5");
+  check_checkpoint_flags(small_config(task), task, spec(4, 0.5), ckpt.string(), "");  // the same run
+  for (const auto& [clip, expected] :
+       {std::pair{0.0, std::string("--resume: the checkpoint " + ckpt.string() +
+                                   " trained resume-test with gradients clipped at 0.5, this run asks for no "
+                                   "gradient clipping: give the --clip of the run that saved it")},
+        std::pair{1.0,
+                  std::string("with gradients clipped at 0.5, this run asks for gradients clipped at 1:")}}) {
+    EXPECT_NE(error_of([&] {
+                check_checkpoint_flags(small_config(task), task, spec(4, clip), ckpt.string(), "");
+              }).find(expected),
+              std::string::npos)
+        << expected;
+    nn::TinyLM m(small_config(task));
+    EXPECT_NE(error_of([&] { train_lm(m, task, spec(4, clip), true, ckpt.string(), ""); }).find(expected),
+              std::string::npos)
+        << expected;
+  }
+  for (const auto& [value, expected] : {std::pair<std::string, std::string>{"", ""},
+                                        {"-1", "train.clip is not a finite max norm >= 0 (got -1)"},
+                                        {"\"1\"", "train.clip is not a finite max norm >= 0 (got \"1\")"},
+                                        {"half", "train.clip is not JSON ("}}) {
+    auto meta = data.metadata;
+    if (value.empty())
+      meta.erase("train.clip");
+    else
+      meta["train.clip"] = value;
+    const fs::path bad = temp_file("bad_clip");
+    io::save_safetensors(bad.string(), data.tensors, meta);
+    const std::string got =
+        error_of([&] { check_checkpoint_flags(small_config(task), task, spec(4, 0.0), bad.string(), ""); });
+    if (expected.empty())
+      EXPECT_EQ(got, "<no error>") << "a checkpoint from before train.clip is resumed with any --clip";
+    else
+      EXPECT_NE(got.find(expected), std::string::npos) << expected << " in: " << got;
+    fs::remove(bad);
+  }
+  fs::remove(ckpt);
+}
+
 // The context-free loss: the entropy of the training split's bytes (shakespeare), ln(vocab) (copy). Two
 // corpora of 1200 bytes whose first 90% (the training split, 1080 bytes) holds a and b half and half, and
 // a, a, a, b: ln 2 and -(3/4 ln 3/4 + 1/4 ln 1/4). The last 10% (validation) does not count: it is all c.

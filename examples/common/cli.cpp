@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "examples/common/finite_range.h"
+#include "examples/common/report.h"
 #include "examples/common/seeds.h"
 #include "tensor/error.h"
 
@@ -109,6 +111,17 @@ bool warmup_fits(int64_t warmup, int64_t steps) {
 std::string warmup_description(int64_t warmup) {
   const std::string w = std::to_string(warmup);
   return "a linear warmup over the first " + w + " steps (step s at lr * s / " + w + ")";
+}
+
+void add_clip_flag(CLI::App& app, double& clip, const std::string& help) {
+  app.add_option("--clip", clip, help)->check(FiniteRange(0.0, 1e12))->capture_default_str();
+}
+
+std::string clip_description(double clip) {
+  if (clip <= 0) return "no clipping";
+  std::string n = num(clip);
+  if (n.find_first_of(".e") == std::string::npos) n += ".0";
+  return "clip_grad_norm " + n;
 }
 
 Device require_device(const std::string& name) {

@@ -3,6 +3,7 @@
 //   --out DIR       where the PNG, CSV, Markdown summary and command line go (default results/)
 //   --seed N        seed of every random draw (default 42): same seed + same --threads = same numbers
 //   --warmup N      (exp2, exp3: add_warmup_flag) linear warmup of every run's learning rate over N steps
+//   --clip X        (exp2, exp3, exp4: add_clip_flag) clip_grad_norm's max norm, 0 for none
 //   --seeds A,B,..  (exp2, exp3, exp4: add_seeds_flag) train every config once per seed and rank them across
 //                   the seeds too (examples/common/seeds.h); instead of --seed, not with --save or --resume
 //   --threads N     worker threads (default: all cores)
@@ -66,6 +67,12 @@ void add_warmup_flag(CLI::App& app, int64_t& warmup, const std::string& help);
 bool warmup_fits(int64_t warmup, int64_t steps);
 // How a summary says it: "a linear warmup over the first 100 steps (step s at lr * s / 100)".
 std::string warmup_description(int64_t warmup);
+
+// --clip X (exp2, exp3, exp4): clip_grad_norm's max norm for every run, 0 for none (exp2's default; exp3's
+// and exp4's is 1.0). `help` is the flag's text.
+void add_clip_flag(CLI::App& app, double& clip, const std::string& help);
+// How exp2 and exp3 say it: "clip_grad_norm 1.0" (a whole number keeps its ".0"), or "no clipping".
+std::string clip_description(double clip);
 
 // Parse argv. On success: applies --threads, creates --out, and returns nullopt (carry on). On --help:
 // prints usage, returns 0. On a bad flag, a bad value, an unreadable --data or --resume (unless the

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -165,6 +166,10 @@ constexpr const char* kLossesKey = "train.losses";
 // The metadata key of the run's warmup steps (a JSON integer >= 0). A checkpoint without it is of a run
 // with none: train_lm wrote no such key before it had warmup.
 constexpr const char* kWarmupKey = "train.warmup";
+// The metadata key of the run's clip_grad_norm max norm (a JSON number >= 0; 0: no clipping). A checkpoint
+// without it is from before train_lm wrote it, when exp2 never clipped and exp3 always clipped at 1.0: its
+// clipping is not checked.
+constexpr const char* kClipKey = "train.clip";
 
 // The run's learning rate at each step: spec.lr, ramped up over the first spec.warmup steps.
 // schedule(s) is the rate of step s + 1 (the schedule counts from 0, a step count from 1).
@@ -189,11 +194,31 @@ int64_t saved_warmup(const nn::TrainState& state, const std::string& resume) {
   return saved.get<int64_t>();
 }
 
+// The max norm a checkpoint's run clipped its gradients at (its kClipKey), or nullopt when the key is absent.
+std::optional<double> saved_clip(const nn::TrainState& state, const std::string& resume) {
+  auto it = state.metadata.find(kClipKey);
+  if (it == state.metadata.end()) return std::nullopt;
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(it->second);
+  } catch (const std::exception& e) {
+    fail("--resume", "the checkpoint ", resume, ": ", kClipKey, " is not JSON (", e.what(), ")");
+  }
+  NG_CHECK(saved.is_number() && std::isfinite(saved.get<double>()) && saved.get<double>() >= 0, "--resume",
+           "the checkpoint ", resume, ": ", kClipKey, " is not a finite max norm >= 0 (got ", it->second,
+           ")");
+  return saved.get<double>();
+}
+
+std::string clip_words(double clip) {
+  return clip > 0 ? "gradients clipped at " + num(clip) : "no gradient clipping";
+}
+
 // Loads `resume` into `state` and checks that the run it holds is this one: steps left to run, the same
-// warmup, learning rate, data seed and vocabulary (each silently replaced by the file's before: a resumed
-// run labelled "lr 1e-3" went on at the checkpoint's 1e-4). The optimizer's saved rate is that of the last
-// step it took, so during a warmup it is below spec.lr. Returns the saved losses (empty when the file has
-// none: a checkpoint not written by train_lm).
+// warmup, clipping, learning rate, data seed and vocabulary (each silently replaced by the file's before: a
+// resumed run labelled "lr 1e-3" went on at the checkpoint's 1e-4). The optimizer's saved rate is that of the
+// last step it took, so during a warmup it is below spec.lr. Returns the saved losses (empty when the file
+// has none: a checkpoint not written by train_lm).
 std::vector<double> load_resume(const std::string& resume, nn::TrainState& state, const TrainSpec& spec,
                                 const LMTask& task, const Generator& data_gen) {
   nn::load_checkpoint(resume, state);
@@ -203,6 +228,10 @@ std::vector<double> load_resume(const std::string& resume, nn::TrainState& state
   NG_CHECK(warmup == spec.warmup, "--resume", "the checkpoint ", resume, " trained ", spec.label,
            " with a warmup of ", warmup, " steps, this run asks for ", spec.warmup,
            ": give the warmup of the run that saved it");
+  const std::optional<double> clip = saved_clip(state, resume);
+  NG_CHECK(!clip || *clip == spec.clip, "--resume", "the checkpoint ", resume, " trained ", spec.label,
+           " with ", clip_words(clip.value_or(0)), ", this run asks for ", clip_words(spec.clip),
+           ": give the --clip of the run that saved it");
   const double last_lr = state.step > 0 ? lr_schedule(spec)(state.step - 1) : spec.lr;
   NG_CHECK(state.optimizer->lr == last_lr, "--resume", "the checkpoint ", resume, " trained ", spec.label,
            " at lr ", state.optimizer->lr, ", this run asks for lr ", last_lr,
@@ -408,6 +437,7 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
       state.metadata[kLossesKey] = losses.dump();
     }
     state.metadata[kWarmupKey] = std::to_string(spec.warmup);
+    state.metadata[kClipKey] = nlohmann::json(spec.clip).dump();
     nn::save_checkpoint(save, state);
     std::cerr << spec.label << ": saved checkpoint to " << save << "\n";
   }
