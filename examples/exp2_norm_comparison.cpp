@@ -147,7 +147,8 @@ static int run(int argc, char** argv) {
   const std::vector<uint64_t>& seeds = opt.seeds;
   const bool many = seeds.size() > 1;
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
-  // ", warmup 100" in the printed line and the figure's title; "" without one (the output before --warmup)
+  // ", warmup 100" in the printed line and the figure's title; "" without one (the output before --warmup).
+  // The title names the clipping only where it is not the default's.
   const std::string warmup_words = warmup > 0 ? ", warmup " + std::to_string(warmup) : "";
   std::printf("Task %s (vocab %lld), %lld steps, batch 16, seq 64, Adam, %s%s, %s, device %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)steps, clip_description(clip).c_str(),
@@ -308,7 +309,8 @@ static int run(int argc, char** argv) {
     table.row_colors.push_back(plot::palette(int(k % kConfigs.size())));
   plot::Figure fig;
   fig.title = "Experiment 2: norm comparison, 2 layers x 256, " + std::to_string(steps) + " steps" +
-              warmup_words + ", " + task.name + ", " + seed_words;
+              (clip > 0 ? ", " + clip_description(clip) : "") + warmup_words + ", " + task.name + ", " +
+              seed_words;
   fig.cols = 2;
   fig.panel_width = 700;
   fig.panels = {curves, table};

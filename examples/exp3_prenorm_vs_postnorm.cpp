@@ -194,7 +194,8 @@ static int run(int argc, char** argv) {
   const std::vector<uint64_t>& seeds = opt.seeds;
   const bool many = seeds.size() > 1;
   const std::string seed_words = many ? "seeds " + seed_list_text(seeds) : "seed " + std::to_string(opt.seed);
-  // ", warmup 100" in the printed line and the figure's title; "" without one (the output before --warmup)
+  // ", warmup 100" in the printed line and the figure's title; "" without one (the output before --warmup).
+  // The title names the clipping only where it is not the default's.
   const std::string warmup_words = warmup > 0 ? ", warmup " + std::to_string(warmup) : "";
   std::printf("Task %s (vocab %lld), hidden %lld, seq %lld, batch 16, %lld steps, Adam, %s%s, %s\n",
               task.name.c_str(), (long long)task.vocab, (long long)dim, (long long)seq, (long long)steps,
@@ -313,7 +314,8 @@ static int run(int argc, char** argv) {
                  {"Post-LN fell", {seed_mean(1, fell_of), seed_mean(3, fell_of)}, plot::palette(3)}};
   plot::Figure fig;
   fig.title = "Experiment 3: Pre-LN vs Post-LN, " + task.name + ", hidden " + std::to_string(dim) + ", " +
-              std::to_string(steps) + " steps" + warmup_words + ", " + seed_words;
+              std::to_string(steps) + " steps" + (clip == 1.0 ? "" : ", " + clip_description(clip)) +
+              warmup_words + ", " + seed_words;
   fig.cols = 2;
   fig.panels = {curves(4), curves(8), finals, stab};
   // Pre-LN vs Post-LN at each depth, in each seed's runs

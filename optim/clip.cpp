@@ -1,7 +1,6 @@
 #include "optim/clip.h"
 
 #include <cmath>
-#include <string>
 
 #include "autograd/grad_mode.h"
 #include "tensor/kernels/reduce_simd.h"
@@ -30,9 +29,9 @@ double l2_norm(const Tensor& g, const char* op) {
 double grad_norm_of(const std::vector<Tensor>& params, const char* op) {
   NoGradGuard no_grad;
   double sum_sq = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    check_defined(op, "params[" + std::to_string(i) + "]", params[i]);
-    Tensor g = params[i].grad();
+  check_each_defined(op, "params", params);
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
     if (!g.defined()) continue;
     double n = l2_norm(g, op);
     sum_sq += n * n;

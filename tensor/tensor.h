@@ -157,6 +157,11 @@ void check_defined(const char* op, std::string_view name, const Tensor& t, const
   check_defined(op, name, t);
   check_defined(op, more...);
 }
+// The same for each tensor of a list: "cat: tensors[1] is an undefined tensor (...)".
+inline void check_each_defined(const char* op, std::string_view name, const std::vector<Tensor>& ts) {
+  for (size_t i = 0; i < ts.size(); ++i)
+    NG_CHECK(ts[i].defined(), op, name, "[", i, "] is an undefined tensor (", Tensor::kUndefinedWhy, ")");
+}
 
 // ---- factories (tensor/factory.cpp) ----
 Tensor empty(const Shape& shape, DType dtype = DType::f32);

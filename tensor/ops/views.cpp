@@ -291,7 +291,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
   NG_CHECK(!ts.empty(), "cat", "expected at least one tensor");
-  for (size_t i = 0; i < ts.size(); ++i) check_defined("cat", "tensors[" + std::to_string(i) + "]", ts[i]);
+  check_each_defined("cat", "tensors", ts);
   const Tensor& first = ts[0];
   for (size_t i = 0; i < ts.size(); ++i)
     NG_CHECK(ts[i].dim() > 0, "cat", "tensor ", i,
@@ -341,7 +341,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t d) {
   NG_CHECK(!ts.empty(), "stack", "expected at least one tensor");
-  for (size_t i = 0; i < ts.size(); ++i) check_defined("stack", "tensors[" + std::to_string(i) + "]", ts[i]);
+  check_each_defined("stack", "tensors", ts);
   d = wrap_dim(d, ts[0].dim() + 1, "stack");
   std::vector<Tensor> us;
   for (size_t i = 0; i < ts.size(); ++i) {
