@@ -165,6 +165,68 @@ TEST(Reduce, ExpandedViewsReduceFromOneCopy) {
   expect_gradcheck([](auto& in) { return mean(in[0].expand({2, 4, 3}), {1}, true); }, {leaf({2, 1, 3}, g)});
 }
 
+// var, max and argmax of an expanded view also reduce one copy of its values (reduce.cpp's header): the
+// view of 2^40 rows below is 24 bytes, its contiguous copy 24 TiB. Before 2026-11-29 all three copied it
+// ("Storage: out of memory"). Small views match their contiguous copies; the gradients are the usual ones.
+TEST(Reduce, VarMaxArgmaxOfExpandedViewsFromOneCopy) {
+  const int64_t n = int64_t(1) << 40;
+  Tensor x = tensor({1.5, -2.0, 4.0}, DType::f64);
+  Tensor rows = x.reshape({1, 3}).expand({n, 3});  // (2^40, 3)
+  EXPECT_EQ(max(rows, 0).to_vector<double>(), (std::vector<double>{1.5, -2.0, 4.0}));
+  EXPECT_EQ(argmax(rows, 0).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));  // the first of the ties
+  EXPECT_EQ(var(rows, {0}, /*unbiased=*/false).to_vector<double>(), (std::vector<double>{0, 0, 0}));
+  // Over a stride-0 dim and another: the values 1.5, -2, 4, each 2^40 times: var = 6.1667 * L / (L - 1).
+  const double L = 3.0 * double(n), m = 3.5 / 3.0;
+  const double ss = double(n) * ((1.5 - m) * (1.5 - m) + (-2.0 - m) * (-2.0 - m) + (4.0 - m) * (4.0 - m));
+  EXPECT_NEAR(var(rows, {}).item(), ss / (L - 1), 1e-12 * ss / L);
+  EXPECT_NEAR(var(rows, {0, 1}, false).item(), ss / L, 1e-12 * ss / L);
+
+  // Small views against their contiguous copies, every dim, f32, f64 and the half types.
+  Generator g(5);
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    Tensor base = randn({3, 1, 5}, g).to(dt);
+    Tensor v = base.expand({3, 4, 5}).permute({2, 1, 0});  // (5, 4, 3), the stride-0 dim in the middle
+    const double tol = dt == DType::f64 ? 1e-12 : dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 1e-2 : 5e-2;
+    for (int64_t d = 0; d < 3; ++d) {
+      for (bool keep : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " dim " + std::to_string(d) + (keep ? " keepdim" : ""));
+        EXPECT_EQ(argmax(v, d, keep).to_vector<int64_t>(),
+                  argmax(v.contiguous(), d, keep).to_vector<int64_t>());
+        const Tensor a = max(v, d, keep), b = max(v.contiguous(), d, keep);
+        ASSERT_EQ(a.shape(), b.shape());
+        EXPECT_EQ(a.dtype(), dt);
+        EXPECT_EQ(a.to(DType::f64).to_vector<double>(), b.to(DType::f64).to_vector<double>());
+        for (const std::vector<int64_t>& dims :
+             {std::vector<int64_t>{d}, std::vector<int64_t>{d, (d + 1) % 3}}) {
+          for (bool unbiased : {false, true}) {
+            const Tensor va = var(v, dims, unbiased, keep), vb = var(v.contiguous(), dims, unbiased, keep);
+            ASSERT_EQ(va.shape(), vb.shape());
+            EXPECT_EQ(va.dtype(), dt);
+            const std::vector<double> av = va.to(DType::f64).to_vector<double>(),
+                                      bv = vb.to(DType::f64).to_vector<double>();
+            for (size_t i = 0; i < av.size(); ++i)
+              EXPECT_NEAR(av[i], bv[i], tol * (1 + std::abs(bv[i]))) << i;
+          }
+        }
+      }
+    }
+  }
+  // The gradients: max's goes to the first copy of each maximum, var's to every element.
+  Tensor leaf_x = tensor({{1.0, 5.0}}, DType::f64).requires_grad_();
+  sum(max(leaf_x.expand({4, 2}), 0)).backward();
+  EXPECT_EQ(leaf_x.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+  Tensor leaf_h = tensor({{1.0, 5.0}}).to(DType::bf16).detach().requires_grad_();
+  sum(max(leaf_h.expand({4, 2}), 1)).backward();  // each row's max is 5: four rows send 1 to it
+  EXPECT_EQ(leaf_h.grad().to(DType::f64).to_vector<double>(), (std::vector<double>{0, 4}));
+  expect_gradcheck([](auto& in) { return var(in[0].expand({4, 2, 3}), {0, 2}); }, {leaf({1, 2, 3}, g)});
+  expect_gradcheck(
+      [](auto& in) {
+        return var(in[0].expand({2, 4, 3}), {1}, false, true);
+      },
+      {leaf({2, 1, 3}, g)});
+  expect_gradcheck([](auto& in) { return max(in[0].expand({3, 4}), 1); }, {leaf({3, 1}, g)});
+}
+
 TEST(Reduce, LargeSumsSameAtOneAndTwoThreads) {
   Generator g(2);
   Tensor x = randn({300000}, g);

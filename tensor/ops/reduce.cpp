@@ -4,13 +4,17 @@
 // that contiguous, and reduce each row of length L = (product of the reduced sizes). Simple, correct for
 // any strides, and each row is reduced in a fixed order.
 //
-// One exception, for sum and mean: an expanded view (a dim of size n > 1 with stride 0) holds each value n
-// times, and its contiguous copy would hold them all: x = ones({1, 1}).expand({2^20, 2^20}) is 4 bytes, its
-// copy 4 TiB ("Storage: out of memory", from no op the caller named). Its sum is reduced from one copy:
-//   sum over the dims D of x = (product of n over the stride-0 dims in D) * (sum over D of the copy)
-//   mean over D of x         = mean over D of the copy
-// where the copy narrows every stride-0 dim to size 1; the result is then broadcast back over the kept
-// stride-0 dims. The other reductions still copy (max, var, ... of such a view are the copy's too; not done).
+// One exception: an expanded view (a dim of size n > 1 with stride 0) holds each value n times, and its
+// contiguous copy would hold them all: x = ones({1, 1}).expand({2^20, 2^20}) is 4 bytes, its copy 4 TiB
+// ("Storage: out of memory", from no op the caller named). Such a view is reduced from one copy of its
+// values, which narrows every stride-0 dim to size 1 (one_copy). With k = the product of n over the stride-0
+// dims in the reduced dims D, and L the number of values each output reduces:
+//   sum over D of x    = k * (sum over D of the copy)
+//   mean over D of x   = mean over D of the copy
+//   var over D of x    = (biased var over D of the copy) * L / (L - c)    c = 1 if unbiased else 0
+//                        (each value and its deviation from the mean appear k times: L = k * L_copy)
+//   max, argmax over d = those of the copy (the k copies of a value tie; the first, index 0, is the argmax)
+// and the result is then broadcast back over the kept stride-0 dims. The backward is the usual one.
 #include "tensor/ops/reduce.h"
 
 #include <algorithm>
@@ -141,6 +145,14 @@ bool has_expanded_dim(const Tensor& x) {
   return false;
 }
 
+// x detached, with every stride-0 dim of size > 1 narrowed to size 1: one copy of its values (the header).
+Tensor one_copy(const Tensor& x) {
+  Tensor one = x.detach();
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.stride(d) == 0 && x.size(d) > 1) one = one.narrow(d, 0, 1);
+  return one;
+}
+
 // The sum (is_mean: the mean) of an expanded view x from one copy of its values (the header above), with
 // no graph: the caller attaches the usual backward. f16/bf16 sum their copy in f32 and scale it there, as
 // half_to_f32 does for any half input, so that the result is rounded to the half type once, at the end
@@ -148,13 +160,11 @@ bool has_expanded_dim(const Tensor& x) {
 // the 3.00195 of its contiguous copy).
 Tensor sum_of_one_copy(const Tensor& x, const Plan& p, bool is_mean) {
   NoGradGuard no_grad;
-  Tensor one = x.detach();
   double copies = 1;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (x.stride(d) != 0 || x.size(d) <= 1) continue;
-    if (std::binary_search(p.dims.begin(), p.dims.end(), d)) copies *= double(x.size(d));
-    one = one.narrow(d, 0, 1);
-  }
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.stride(d) == 0 && x.size(d) > 1 && std::binary_search(p.dims.begin(), p.dims.end(), d))
+      copies *= double(x.size(d));
+  Tensor one = one_copy(x);
   if (is_half(x.dtype())) one = one.to(DType::f32);
   Tensor part = is_mean ? mean(one, p.dims, /*keepdim=*/true) : sum(one, p.dims, /*keepdim=*/true);
   if (!is_mean && copies != 1) part = mul(part, copies);
@@ -210,20 +220,9 @@ Tensor mean(const Tensor& x) {
   return mean(x, {}, false);
 }
 
-// var: m = mean(x), y = sum_i (x_i - m)^2 / (L - c), c = 1 if unbiased else 0.
-//   dy/dx_i = 2 (x_i - m) / (L - c)   (the path through m vanishes because sum_i (x_i - m) = 0).
-Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
-  check_defined("var", "x", x);
-  if (is_half(x.dtype()))
-    return half_to_f32(x, [&](const Tensor& x32) { return var(x32, dims, unbiased, keepdim); });
-  Plan p = make_plan(x, dims, keepdim, "var");
-  double denom = double(p.L) - (unbiased ? 1.0 : 0.0);
-  check_cpu(x, "var");
-  NG_CHECK(denom > 0, "var", "needs at least ", unbiased ? 2 : 1, " values per output (unbiased = ", unbiased,
-           "), got ", p.L);
+// The var and mean of each row of x's rows view into y (out_shape) and m (kept_shape).
+static void var_rows(const Tensor& x, const Plan& p, double denom, Tensor& y, Tensor& m) {
   Tensor rows = rows_view(x, p);
-  Tensor y = empty(p.out_shape, x.dtype());
-  Tensor m = empty(p.kept_shape, x.dtype());
   NG_DISPATCH_FLOAT(x.dtype(), "var", [&]<typename scalar_t>() {
     using T = scalar_t;
     const T* px = rows.data<T>();
@@ -241,6 +240,34 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
       }
     });
   });
+}
+
+// var: m = mean(x), y = sum_i (x_i - m)^2 / (L - c), c = 1 if unbiased else 0.
+//   dy/dx_i = 2 (x_i - m) / (L - c)   (the path through m vanishes because sum_i (x_i - m) = 0).
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  check_defined("var", "x", x);
+  const bool expanded = has_expanded_dim(x);
+  if (is_half(x.dtype()) && !expanded)
+    return half_to_f32(x, [&](const Tensor& x32) { return var(x32, dims, unbiased, keepdim); });
+  Plan p = make_plan(x, dims, keepdim, "var");
+  double denom = double(p.L) - (unbiased ? 1.0 : 0.0);
+  check_cpu(x, "var");
+  NG_CHECK(denom > 0, "var", "needs at least ", unbiased ? 2 : 1, " values per output (unbiased = ", unbiased,
+           "), got ", p.L);
+  Tensor y, m;
+  if (expanded) {
+    // From one copy (the header), in f32 for f16 / bf16 as half_to_f32 would; rounded to x's dtype once.
+    NoGradGuard no_grad;
+    Tensor one = one_copy(x);
+    if (is_half(x.dtype())) one = one.to(DType::f32);
+    const Tensor biased = var(one, p.dims, /*unbiased=*/false, /*keepdim=*/true);
+    y = mul(biased, double(p.L) / denom).expand(p.kept_shape).contiguous().reshape(p.out_shape).to(x.dtype());
+    m = mean(one, p.dims, /*keepdim=*/true).expand(p.kept_shape).contiguous().to(x.dtype());
+  } else {
+    y = empty(p.out_shape, x.dtype());
+    m = empty(p.kept_shape, x.dtype());
+    var_rows(x, p, denom, y, m);
+  }
   if (needs_grad({x})) {
     SavedTensor sx(x, "var");
     Shape kept = p.kept_shape;
@@ -255,6 +282,13 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
 // Index of the first maximum along each row (nan counts as the maximum, as in PyTorch).
 static Tensor argmax_rows(const Tensor& x, const Plan& p, const char* op) {
   check_cpu(x, op);
+  if (has_expanded_dim(x)) {
+    // The copy's indices (the header), one per row of the copy, broadcast back over the kept stride-0 dims.
+    NoGradGuard no_grad;
+    const Tensor one = is_half(x.dtype()) ? one_copy(x).to(DType::f32) : one_copy(x);
+    const Plan q = make_plan(one, p.dims, /*keepdim=*/true, op);
+    return argmax_rows(one, q, op).reshape(q.kept_shape).expand(p.kept_shape).contiguous().reshape({p.rows});
+  }
   Tensor rows = rows_view(x, p);
   Tensor idx = empty({p.rows}, DType::i64);
   NG_CHECK(p.L > 0, op, "cannot reduce an empty dim (shape ", shape_str(x.shape()), ")");
@@ -279,7 +313,8 @@ static Tensor argmax_rows(const Tensor& x, const Plan& p, const char* op) {
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   check_defined("argmax", "x", x);
-  Tensor xf = is_half(x.dtype()) ? x.to(DType::f32) : x;
+  // f16 / bf16 compare in f32 (exactly); an expanded view converts one copy only (argmax_rows)
+  Tensor xf = is_half(x.dtype()) && !has_expanded_dim(x) ? x.to(DType::f32) : x;
   Plan p = make_plan(xf, {dim}, keepdim, "argmax");
   return argmax_rows(xf, p, "argmax").reshape(p.out_shape);
 }
@@ -287,36 +322,47 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 // max: y = x_k with k = argmax.   dx_i = dout if i == k else 0.
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   check_defined("max", "x", x);
-  if (is_half(x.dtype())) return half_to_f32(x, [&](const Tensor& x32) { return max(x32, dim, keepdim); });
+  const bool expanded = has_expanded_dim(x);
+  if (is_half(x.dtype()) && !expanded)
+    return half_to_f32(x, [&](const Tensor& x32) { return max(x32, dim, keepdim); });
   if (x.dim() == 0) {  // the one value (make_plan checks that dim is 0 or -1)
     make_plan(x, {dim}, keepdim, "max");
     return x.clone();
   }
   Plan p = make_plan(x, {dim}, keepdim, "max");
   Tensor idx = argmax_rows(x, p, "max");
-  Tensor rows = rows_view(x, p);
-  Tensor y = empty(p.out_shape, x.dtype());
-  NG_DISPATCH_FLOAT(x.dtype(), "max", [&]<typename scalar_t>() {
-    using T = scalar_t;
-    const int64_t* pi = idx.data<int64_t>();
-    for (int64_t r = 0; r < p.rows; ++r) y.data<T>()[r] = rows.data<T>()[r * p.L + pi[r]];
-  });
+  Tensor y;
+  if (expanded) {
+    // The copy's maxima (the header), broadcast back over the kept stride-0 dims.
+    NoGradGuard no_grad;
+    y = max(one_copy(x), dim, /*keepdim=*/true).expand(p.kept_shape).contiguous().reshape(p.out_shape);
+  } else {
+    Tensor rows = rows_view(x, p);
+    y = empty(p.out_shape, x.dtype());
+    NG_DISPATCH_FLOAT(x.dtype(), "max", [&]<typename scalar_t>() {
+      using T = scalar_t;
+      const int64_t* pi = idx.data<int64_t>();
+      for (int64_t r = 0; r < p.rows; ++r) y.data<T>()[r] = rows.data<T>()[r * p.L + pi[r]];
+    });
+  }
   if (needs_grad({x})) {
     Shape in_shape = x.shape(), kept = p.kept_shape;
     int64_t d = wrap_dim(dim, x.dim(), "max");
     DType dt = x.dtype();
     attach(y, "MaxBackward", {x}, [in_shape, kept, d, idx, dt](const Tensor& dout) -> std::vector<Tensor> {
       // Scatter dout into the argmax positions. Rows of `dx` moved to the end match idx's row order.
-      Tensor dx = zeros(in_shape, dt);
+      // (An f16 / bf16 x reaches here only as an expanded view: its gradient is scattered in f32.)
+      const DType work = is_half(dt) ? DType::f32 : dt;
+      Tensor dx = zeros(in_shape, work);
       // Move the reduced dim last, keeping the others in order: the same row order as idx.
       std::vector<int64_t> perm;
       for (int64_t k = 0; k < int64_t(in_shape.size()); ++k)
         if (k != d) perm.push_back(k);
       perm.push_back(d);
       Tensor dmoved = dx.permute(perm);  // a view of dx
-      Tensor g = dout.reshape(kept).permute(perm).contiguous();
+      Tensor g = dout.to(work).reshape(kept).permute(perm).contiguous();
       const int64_t* pi = idx.data<int64_t>();
-      NG_DISPATCH_FLOAT(dt, "max", [&]<typename scalar_t>() {
+      NG_DISPATCH_FLOAT(work, "max", [&]<typename scalar_t>() {
         using T = scalar_t;
         const T* pg = g.data<T>();
         T* base = static_cast<T*>(dmoved.raw_data());
@@ -332,7 +378,7 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
           base[off + pi[r] * sL] = pg[r];
         }
       });
-      return {dx};
+      return {dx.to(dt)};
     });
   }
   return y;
