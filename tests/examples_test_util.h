@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/report.h"
 #include "tensor/sanitizer.h"  // NG_ASAN
 
 namespace extest {
@@ -74,48 +75,11 @@ inline bool contains(const std::string& s, const std::string& what) {
   return s.find(what) != std::string::npos;
 }
 
-// One row of an experiment's CSV.
-struct CsvRow {
-  std::string panel, kind, series, x, y;
-};
-
-// Parses the CSV the experiments write (RFC 4180 quoting: a quoted field may hold commas and doubled quotes).
-// The header line is skipped.
+// One row of an experiment's CSV, and the CSV read back (examples/common/report.h: RFC 4180 quoting; a
+// missing or malformed file is an ng::Error, which fails the test that reads it).
+using CsvRow = ng::examples::CsvRow;
 inline std::vector<CsvRow> read_csv(const fs::path& p) {
-  std::vector<CsvRow> rows;
-  std::istringstream in(slurp(p));
-  std::string line;
-  bool header = true;
-  while (std::getline(in, line)) {
-    if (header) {
-      header = false;
-      continue;
-    }
-    std::vector<std::string> fields(1);
-    bool quoted = false;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (quoted) {
-        if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-          fields.back() += '"';
-          ++i;
-        } else if (c == '"') {
-          quoted = false;
-        } else {
-          fields.back() += c;
-        }
-      } else if (c == '"') {
-        quoted = true;
-      } else if (c == ',') {
-        fields.emplace_back();
-      } else {
-        fields.back() += c;
-      }
-    }
-    fields.resize(5);
-    rows.push_back({fields[0], fields[1], fields[2], fields[3], fields[4]});
-  }
-  return rows;
+  return ng::examples::read_figure_csv(p.string(), "read_csv");
 }
 
 // The rows of one kind ("line", "bar", ...) whose series name starts with `series` (empty: any series).

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 #include <sstream>
 
 #include "examples/common/cli.h"
@@ -70,6 +71,37 @@ TEST(ExamplesCsv, QuotesOnlyWhatNeedsIt) {
   } catch (const ng::Error& e) {
     EXPECT_STREQ(e.what(), "Csv: row 0 has 1 fields, expected 2");
   }
+}
+
+// read_figure_csv reads back what Csv::str wrote, quotes, commas and line breaks inside fields included, and
+// refuses a file that is not an experiment's CSV, naming it.
+TEST(ExamplesCsv, ReadBackWhatWasWritten) {
+  const fs::path dir = temp_dir("csv_read");
+  Csv csv{{"panel", "kind", "series", "x", "y"},
+          {{"loss, log", "line", "say \"hi\"", "1", "2.5"}, {"two\nlines", "bar", "", "x", "nan"}}};
+  std::ofstream((dir / "run.csv").string()) << csv.str();
+  const std::vector<CsvRow> rows = read_figure_csv((dir / "run.csv").string(), "test");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].panel, "loss, log");
+  EXPECT_EQ(rows[0].series, "say \"hi\"");
+  EXPECT_EQ(rows[0].y, "2.5");
+  EXPECT_EQ(rows[1].panel, "two\nlines");
+  EXPECT_EQ(rows[1].series, "");
+  EXPECT_EQ(rows[1].y, "nan");
+  const std::string path = (dir / "bad.csv").string();
+  for (const auto& [text, message] :
+       {std::pair<std::string, std::string>{"a,b\n", "expected an experiment's CSV, whose first line is"},
+        {"panel,kind,series,x,y\nloss,line,a,1\n", "row 1 has 4 fields, expected 5"},
+        {"panel,kind,series,x,y\n\"loss,line,a,1,2\n", "a quoted field is not closed"}}) {
+    std::ofstream(path) << text;
+    try {
+      read_figure_csv(path, "test");
+      ADD_FAILURE() << "expected ng::Error for " << text;
+    } catch (const ng::Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("test: " + path + ": " + message, 0), 0u) << e.what();
+    }
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ExamplesCsv, NumbersRoundTripAndNaNIsSpelledOut) {

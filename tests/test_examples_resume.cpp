@@ -360,12 +360,14 @@ TEST(Examples, ResumeWithAnotherClipIsAnError) {
   const io::SafetensorsData data = io::load_safetensors(ckpt.string());
   EXPECT_EQ(data.metadata.at("train.clip"), "0.5");
   check_checkpoint_flags(small_config(task), task, spec(4, 0.5), ckpt.string(), "");  // the same run
-  for (const auto& [clip, expected] :
+  for (const auto& case_ :
        {std::pair{0.0, std::string("--resume: the checkpoint " + ckpt.string() +
                                    " trained resume-test with gradients clipped at 0.5, this run asks for no "
                                    "gradient clipping: give the --clip of the run that saved it")},
         std::pair{1.0,
                   std::string("with gradients clipped at 0.5, this run asks for gradients clipped at 1:")}}) {
+    const double clip = case_.first;  // clang 14 cannot capture a structured binding in a lambda
+    const std::string& expected = case_.second;
     EXPECT_NE(error_of([&] {
                 check_checkpoint_flags(small_config(task), task, spec(4, clip), ckpt.string(), "");
               }).find(expected),

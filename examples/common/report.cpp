@@ -53,6 +53,48 @@ std::string Csv::str() const {
   return s;
 }
 
+std::vector<CsvRow> read_figure_csv(const std::string& path, const char* op) {
+  const std::string text = io::read_whole_file(path, op);
+  // Split into records of fields, quotes undone.
+  std::vector<std::vector<std::string>> records(1, std::vector<std::string>(1));
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    std::vector<std::string>& record = records.back();
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        record.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        record.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      record.emplace_back();
+    } else if (c == '\n') {
+      records.emplace_back(1);
+    } else if (c != '\r') {
+      record.back() += c;
+    }
+  }
+  NG_CHECK(!quoted, op, path, ": a quoted field is not closed at the end of the file");
+  if (records.back().size() == 1 && records.back()[0].empty()) records.pop_back();  // after the last newline
+  const std::vector<std::string> header = {"panel", "kind", "series", "x", "y"};
+  NG_CHECK(!records.empty() && records[0] == header, op, path,
+           ": expected an experiment's CSV, whose first line is panel,kind,series,x,y");
+  std::vector<CsvRow> rows;
+  for (size_t r = 1; r < records.size(); ++r) {
+    const std::vector<std::string>& f = records[r];
+    NG_CHECK(f.size() == 5, op, path, ": row ", r, " has ", f.size(),
+             " fields, expected 5 (panel,kind,series,x,y)");
+    rows.push_back({f[0], f[1], f[2], f[3], f[4]});
+  }
+  return rows;
+}
+
 Csv figure_csv(const plot::Figure& fig) {
   Csv csv;
   csv.header = {"panel", "kind", "series", "x", "y"};

@@ -35,6 +35,14 @@ struct Csv {
 };
 // Every number in the figure, in the long format above.
 Csv figure_csv(const plot::Figure& figure);
+// One row of such a CSV, read back.
+struct CsvRow {
+  std::string panel, kind, series, x, y;
+};
+// Reads a CSV that figure_csv wrote (RFC 4180: a quoted field may hold commas, doubled quotes and line
+// breaks). An unreadable file, another header, an unclosed quote or a row that is not 5 fields is an
+// ng::Error that starts with `op` and names the file.
+std::vector<CsvRow> read_figure_csv(const std::string& path, const char* op);
 
 // ---- Markdown ----
 std::string md_table(const std::vector<std::string>& header,
