@@ -71,13 +71,14 @@ TEST(CompareRuns, PairsTheCurvesBothRunsHold) {
   auto row = [](const std::string& name, const std::vector<double>& base, const std::vector<double>& other) {
     const PairedDiff d = paired_diff(as_printed(other), as_printed(base), 50);
     return "| loss | " + name + " | " + num(mean_last(as_printed(base), 50), 4) + " | " +
-           num(mean_last(as_printed(other), 50), 4) + " | " + paired_text(d, "other", "base") + " |";
+           num(mean_last(as_printed(other), 50), 4) + " | " +
+           paired_text(d, "other", "base", "the two runs' noise") + " |";
   };
   const std::string row_a = row("A (lr 0.1) / A (lr 0.2)", a, a2), row_b = row("B", b, b2);
   EXPECT_TRUE(extest::contains(r.out, row_a)) << row_a << "\n" << r.out;
   EXPECT_TRUE(extest::contains(r.out, row_b)) << row_b << "\n" << r.out;
   EXPECT_TRUE(extest::contains(row_a, "base ends lower than other by 0.04")) << row_a;
-  EXPECT_TRUE(extest::contains(row_b, "end within this run's noise")) << row_b;
+  EXPECT_TRUE(extest::contains(row_b, "other and base end within the two runs' noise")) << row_b;
   EXPECT_TRUE(extest::contains(r.out, "Only in the base run: loss: Gone.")) << r.out;
   EXPECT_TRUE(extest::contains(r.out, "Only in the other run: loss: New.")) << r.out;
   EXPECT_TRUE(extest::contains(r.out, ", made by `exp --lr 0.1`")) << r.out;

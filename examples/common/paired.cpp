@@ -73,7 +73,7 @@ std::string standard_errors_text(double mean, double se) {
 namespace {
 // paired_text and paired_average_text: where the two runs end, or how they compare over a whole run.
 std::string paired_clause(const PairedDiff& d, const std::string& a_name, const std::string& b_name,
-                          bool average) {
+                          bool average, const std::string& noise = "this run's noise") {
   if (!d.computed())
     return a_name + " and " + b_name + " are not compared: " +
            (d.steps == 0
@@ -84,8 +84,8 @@ std::string paired_clause(const PairedDiff& d, const std::string& a_name, const 
                              " standard errors";
   if (!d.resolved())
     return a_name + " and " + b_name +
-           (average ? " are within this run's noise on average (" : " end within this run's noise (") +
-           a_name + " minus " + b_name + " = " + num(d.mean, 2) + " ± " + num(d.se, 2) + paired + ", under " +
+           (average ? " are within " + noise + " on average (" : " end within " + noise + " (") + a_name +
+           " minus " + b_name + " = " + num(d.mean, 2) + " ± " + num(d.se, 2) + paired + ", under " +
            num(PairedDiff::kT975, 3) + ")";
   const bool a_lower = d.mean < 0;
   const std::string& lower = a_lower ? a_name : b_name;
@@ -96,8 +96,9 @@ std::string paired_clause(const PairedDiff& d, const std::string& a_name, const 
 }
 }  // namespace
 
-std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name) {
-  return paired_clause(d, a_name, b_name, false);
+std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name,
+                        const std::string& noise) {
+  return paired_clause(d, a_name, b_name, false, noise);
 }
 
 std::string paired_average_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name) {

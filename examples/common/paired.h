@@ -63,7 +63,9 @@ std::string paired_rule_text(const std::string& what, const std::string& who, si
 //   "Pre-LN + LayerNorm and Pre-LN + RMSNorm end within this run's noise (Pre-LN + LayerNorm minus Pre-LN +
 //    RMSNorm = 0.0017 ± 0.0024, paired over the last 50 steps: 0.7 standard errors, under 2.26)"
 // or why the two are not compared.
-std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name);
+// `noise` names whose noise a gap within it is (compare_runs, pairing two runs: "the two runs' noise").
+std::string paired_text(const PairedDiff& d, const std::string& a_name, const std::string& b_name,
+                        const std::string& noise = "this run's noise");
 // The same over a whole run rather than its end (exp4: which run got lower sooner), e.g.
 //   "DeepNorm's loss is lower than Post-LN's on average by 0.218 ± 0.034 (paired over 500 steps: 6.3
 //    standard errors)"

@@ -39,6 +39,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kOp = "compare_runs";
+constexpr const char* kNoise = "the two runs' noise";  // what a gap under 2.26 standard errors is within
 
 // One run: its CSV, its command line ("" when no .cmd.txt is beside the CSV), and its curves.
 struct Curve {
@@ -131,7 +132,7 @@ std::vector<std::string> compare(const Curve& base, const Curve& other, size_t w
   const PairedDiff d = paired_diff(a, b, window);
   row.push_back(num(mean_last(b, window), 4));
   row.push_back(num(mean_last(a, window), 4));
-  row.push_back(paired_text(d, "other", "base"));
+  row.push_back(paired_text(d, "other", "base", kNoise));
   return row;
 }
 
