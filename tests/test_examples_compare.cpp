@@ -93,6 +93,8 @@ TEST(CompareRuns, ErrorsNameTheFileOrTheFlag) {
   write_run(dir / "short", {{"A", curve(100, 2.0, 0.3, 0.0)}}, "exp --steps 100");
   write_run(dir / "unrelated", {{"Z", curve(120, 2.0, 0.3, 0.0)}}, "exp");
   extest::write_file(dir / "other.csv", "a,b\n1,2\n");
+  extest::fs::create_directories(dir / "garbled");
+  extest::write_file(dir / "garbled" / "run.csv", "panel,kind,series,x,y\nloss,line,A,1,two\n");
   extest::fs::create_directories(dir / "empty");
   const std::string base = " " + (dir / "base").string();
   const struct {
@@ -104,6 +106,8 @@ TEST(CompareRuns, ErrorsNameTheFileOrTheFlag) {
       {base + " " + (dir / "empty").string(), 1, "compare_runs: expected one experiment CSV in the folder"},
       {base + " " + (dir / "other.csv").string(), 1, "other.csv: expected an experiment's CSV"},
       {base + " " + (dir / "unrelated").string(), 1, "compare_runs: the two runs share no curve"},
+      {base + " " + (dir / "garbled").string(), 1,
+       "run.csv: curve 'A' has a point that is not a number: x '1', y 'two'"},
       {base + base + " --out " + (dir / "base" / "run.csv").string(), 1, "is one of the two runs' CSVs"},
       {base + base + " --window 5", 2, "--window"},
       {base, 2, "other is required"},

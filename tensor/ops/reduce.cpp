@@ -256,13 +256,16 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
            "), got ", p.L);
   Tensor y, m;
   if (expanded) {
-    // From one copy (the header), in f32 for f16 / bf16 as half_to_f32 would; rounded to x's dtype once.
+    // From one copy (the header): its biased var and mean in one pass over its rows, in f32 for f16 / bf16
+    // as half_to_f32 would, then scaled, broadcast back, and rounded to x's dtype once.
     NoGradGuard no_grad;
     Tensor one = one_copy(x);
     if (is_half(x.dtype())) one = one.to(DType::f32);
-    const Tensor biased = var(one, p.dims, /*unbiased=*/false, /*keepdim=*/true);
+    const Plan q = make_plan(one, p.dims, /*keepdim=*/true, "var");
+    Tensor biased = empty(q.kept_shape, one.dtype()), mean_one = empty(q.kept_shape, one.dtype());
+    var_rows(one, q, double(q.L), biased, mean_one);
     y = mul(biased, double(p.L) / denom).expand(p.kept_shape).contiguous().reshape(p.out_shape).to(x.dtype());
-    m = mean(one, p.dims, /*keepdim=*/true).expand(p.kept_shape).contiguous().to(x.dtype());
+    m = mean_one.expand(p.kept_shape).contiguous().to(x.dtype());
   } else {
     y = empty(p.out_shape, x.dtype());
     m = empty(p.kept_shape, x.dtype());
@@ -330,7 +333,10 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
     return x.clone();
   }
   Plan p = make_plan(x, {dim}, keepdim, "max");
-  Tensor idx = argmax_rows(x, p, "max");
+  // The indices, for the gather below and for the backward. An expanded x takes its maxima from its copy
+  // (whose own max finds them again), so it needs them only for the backward.
+  const bool grad = needs_grad({x});
+  Tensor idx = !expanded || grad ? argmax_rows(x, p, "max") : Tensor();
   Tensor y;
   if (expanded) {
     // The copy's maxima (the header), broadcast back over the kept stride-0 dims.
@@ -345,7 +351,7 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
       for (int64_t r = 0; r < p.rows; ++r) y.data<T>()[r] = rows.data<T>()[r * p.L + pi[r]];
     });
   }
-  if (needs_grad({x})) {
+  if (grad) {
     Shape in_shape = x.shape(), kept = p.kept_shape;
     int64_t d = wrap_dim(dim, x.dim(), "max");
     DType dt = x.dtype();
