@@ -53,6 +53,8 @@ struct RefLine {
 struct LineChart {
   std::string title{}, xlabel{}, ylabel{};
   Scale yscale = Scale::Linear;
+  // Log: every x (and every vertical line) must be > 0; the data fill the frame, as on a linear x axis.
+  Scale xscale = Scale::Linear;
   std::vector<Series> series{};
   std::vector<RefLine> vlines{}, hlines{};
   std::optional<double> ymin{}, ymax{};  // override the automatic y range (log: must be > 0)

@@ -10,15 +10,18 @@
 namespace ng::plot::detail {
 
 void check_ref_lines(const char* op, const std::vector<RefLine>& hlines, const std::vector<RefLine>& vlines,
-                     Scale yscale) {
+                     Scale yscale, Scale xscale) {
   for (const RefLine& h : hlines) {
     NG_CHECK(std::isfinite(h.at), op, "horizontal line '", h.label, "' is at ", h.at,
              ", expected a finite y");
     NG_CHECK(yscale != Scale::Log || h.at > 0, op, "horizontal line '", h.label, "' at ", h.at,
              " on a log axis (needs > 0)");
   }
-  for (const RefLine& v : vlines)
+  for (const RefLine& v : vlines) {
     NG_CHECK(std::isfinite(v.at), op, "vertical line '", v.label, "' is at ", v.at, ", expected a finite x");
+    NG_CHECK(xscale != Scale::Log || v.at > 0, op, "vertical line '", v.label, "' at ", v.at,
+             " on a log x axis (needs > 0)");
+  }
 }
 
 Rect plot_area(const Rect& panel, const std::string& title, const std::string& xlabel,

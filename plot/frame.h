@@ -28,10 +28,10 @@ struct FittedText {
 FittedText fit_text(const std::string& text, float scale, float room);
 
 // Reference lines place the axes too, so a bad one is named before any axis is made: every line at a finite
-// value (an hline at inf used to surface as "no finite y value to plot"), and an hline above 0 on a log y
-// axis.
+// value (an hline at inf used to surface as "no finite y value to plot"), an hline above 0 on a log y
+// axis, and a vline above 0 on a log x axis.
 void check_ref_lines(const char* op, const std::vector<RefLine>& hlines, const std::vector<RefLine>& vlines,
-                     Scale yscale);
+                     Scale yscale, Scale xscale = Scale::Linear);
 
 // The plot area inside `panel`, leaving room for the title, the axis labels and the y tick labels.
 Rect plot_area(const Rect& panel, const std::string& title, const std::string& xlabel,

@@ -31,6 +31,9 @@ void validate(const LineChart& chart) {
              " has line width ", s.width, ", expected a width in [0, 64] pixels (0: markers only)");
     for (size_t i = 0; i < s.y.size(); ++i) {
       NG_CHECK(std::isfinite(x_at(s, i)), kOp, series_name(s, k), " has a non-finite x[", i, "]");
+      if (chart.xscale == Scale::Log)
+        NG_CHECK(x_at(s, i) > 0, kOp, series_name(s, k), " has x[", i, "] = ", x_at(s, i),
+                 ", but a log x axis needs positive values");
       if (chart.yscale == Scale::Log && std::isfinite(s.y[i]))
         NG_CHECK(s.y[i] > 0, kOp, series_name(s, k), " has y[", i, "] = ", s.y[i],
                  ", but a log axis needs positive values");
@@ -38,7 +41,7 @@ void validate(const LineChart& chart) {
   }
   // Reference lines and limits place the axes too: a non-finite one is named here (it used to surface as
   // "no finite y value to plot", or as an axis range naming neither the line nor its label).
-  detail::check_ref_lines(kOp, chart.hlines, chart.vlines, chart.yscale);
+  detail::check_ref_lines(kOp, chart.hlines, chart.vlines, chart.yscale, chart.xscale);
   if (chart.ymin)
     NG_CHECK(std::isfinite(*chart.ymin), kOp, "ymin = ", *chart.ymin, ", expected a finite value");
   if (chart.ymax)
@@ -71,12 +74,15 @@ Frame line_chart_frame(const LineChart& chart, const Rect& panel) {
            "' has no finite y value to plot (every point is NaN or Inf)");
 
   Frame f;
-  f.x = make_axis(Scale::Linear, xlo, xhi, 6, kOp);
-  // x: the data fill the frame exactly (steps 0..N), with ticks only inside it.
+  f.x = make_axis(chart.xscale, xlo, xhi, 6, kOp);
+  // x: the data fill the frame exactly (steps 0..N), with ticks only inside it (up to a billionth of the
+  // axis: of its decades on a log axis).
   if (xlo < xhi) {
     f.x.lo = xlo, f.x.hi = xhi;
-    std::erase_if(f.x.ticks,
-                  [&](double t) { return t < xlo - 1e-9 * (xhi - xlo) || t > xhi + 1e-9 * (xhi - xlo); });
+    const bool log = f.x.scale == Scale::Log;
+    auto at = [&](double v) { return log ? std::log10(v) : v; };
+    const double lo = at(xlo), hi = at(xhi), eps = 1e-9 * (hi - lo);
+    std::erase_if(f.x.ticks, [&](double t) { return at(t) < lo - eps || at(t) > hi + eps; });
   }
   f.y = make_axis(chart.yscale, ylo, yhi, 6, kOp);
   if (chart.ymin) f.y.lo = *chart.ymin;

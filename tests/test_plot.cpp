@@ -628,3 +628,42 @@ TEST(PlotErrors, FigureSizeIsCheckedBeforeItIsMultiplied) {
   fig.panel_width = 8193;  // 16386 wide
   expect_error([&] { render(fig); }, "more than the 16384 allowed on a side");
 }
+
+// A log x axis (exp5 plots against the batch size, 1 to 64): the data fill the frame, a value lands at its
+// share of the decades (8 is halfway from 1 to 64), the ticks are the log axis's and inside the data, and a
+// non-positive x or vertical line is refused by name.
+TEST(PlotLineChart, LogXAxis) {
+  LineChart c;
+  c.xscale = Scale::Log;
+  c.series.push_back({.label = "flat",
+                      .x = {1, 2, 4, 8, 16, 32, 64},
+                      .y = {5, 5, 5, 5, 5, 5, 5},
+                      .color = colors::red,
+                      .width = 3});
+  c.series.push_back({.label = "", .x = {1, 64}, .y = {0, 10}, .color = colors::blue, .width = 0});
+  c.legend = false;
+  const Rect panel{0, 0, 400, 300};
+  const Frame f = line_chart_frame(c, panel);
+  EXPECT_EQ(f.x.scale, Scale::Log);
+  EXPECT_DOUBLE_EQ(f.x.lo, 1);
+  EXPECT_DOUBLE_EQ(f.x.hi, 64);
+  EXPECT_NEAR(f.px(8), f.area.x + 0.5 * f.area.w, 1e-3);
+  EXPECT_NEAR(f.px(2), f.area.x + f.area.w / 6, 1e-3);
+  EXPECT_EQ(f.x.ticks, (std::vector<double>{1, 2, 5, 10, 20, 50}));
+  Canvas canvas(400, 300);
+  draw(canvas, panel, c);
+  const Image img = canvas.resolve();
+  const int row = int(std::floor(f.py(5.0)));
+  EXPECT_TRUE(close_to(img.at(int(f.px(8)), row), colors::red, 40));
+
+  const Rect r{0, 0, 300, 200};
+  LineChart bad = c;
+  bad.series[0].x[0] = 0;
+  expect_error([&] { line_chart_frame(bad, r); },
+               "series 'flat' has x[0] = 0, but a log x axis needs positive values");
+  bad = c;
+  bad.vlines.push_back({-1, "v"});
+  expect_error([&] { line_chart_frame(bad, r); }, "vertical line 'v' at -1 on a log x axis (needs > 0)");
+  bad.xscale = Scale::Linear;  // the same line on a linear axis is fine
+  EXPECT_NO_THROW(line_chart_frame(bad, r));
+}
