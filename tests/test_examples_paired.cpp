@@ -343,3 +343,55 @@ TEST(ExamplesPaired, Exp3SummaryRanksByThePairedDifferenceOfItsCurves) {
   extest::fs::remove_all(dir);
 }
 #endif
+
+// ---- two models scored on the same items (exp5's validation windows): item_diff ----
+
+TEST(ExamplesPaired, ItemDiffByHand) {
+  // d = 0.5, 0, 1, -0.5: D = 0.25; deviations 0.25, -0.25, 0.75, -0.75, sum of squares 1.25, sample sd
+  // sqrt(1.25 / 3); SE = sd / sqrt(4).
+  const ItemDiff d = item_diff({1, 2, 3, 4}, {0.5, 2, 2, 4.5});
+  EXPECT_NEAR(d.mean, 0.25, 1e-15);
+  EXPECT_NEAR(d.se, std::sqrt(1.25 / 3) / 2, 1e-15);
+  EXPECT_FALSE(d.resolved());  // 0.25 < 1.96 * 0.32
+  EXPECT_EQ(item_diff_text(d), "0.25 ± 0.32");
+  // A constant shift with a little spread is called, either way round.
+  const ItemDiff up = item_diff({1.1, 2.1, 3.1, 4.12}, {1, 2, 3, 4});
+  EXPECT_TRUE(up.resolved()) << up.mean << " " << up.se;
+  const ItemDiff down = item_diff({1, 2, 3, 4}, {1.1, 2.1, 3.1, 4.12});
+  EXPECT_NEAR(down.mean, -up.mean, 1e-15);
+  EXPECT_TRUE(down.resolved());
+}
+
+TEST(ExamplesPaired, ItemDiffNotComputedAndErrors) {
+  EXPECT_TRUE(std::isnan(item_diff({1}, {2}).mean));  // one item: no spread to measure
+  EXPECT_TRUE(std::isnan(item_diff({}, {}).se));
+  const ItemDiff nan = item_diff({1, NAN, 3}, {1, 2, 3});
+  EXPECT_TRUE(std::isnan(nan.mean) && std::isnan(nan.se));
+  EXPECT_FALSE(nan.resolved());
+  EXPECT_FALSE(item_diff({1, INFINITY}, {1, 2}).resolved());
+  expect_error([] { item_diff({1, 2, 3}, {1, 2}); }, {"item_diff", "the same items", "got 3 and 2 scores"});
+}
+
+// kZ975 is the normal's 97.5% quantile, and with independent items the rule calls a gap that is not there
+// about 5% of the time, and one of 5 standard errors nearly always.
+TEST(ExamplesPaired, ItemDiffCallsAboutFivePercentWithoutAGap) {
+  EXPECT_NEAR(0.5 * std::erfc(-ItemDiff::kZ975 / std::sqrt(2.0)), 0.975, 1e-7);
+  std::mt19937_64 gen(7);
+  std::normal_distribution<double> z(0.0, 1.0);
+  auto rate = [&](double gap, int trials) {
+    int called = 0;
+    for (int t = 0; t < trials; ++t) {
+      std::vector<double> a(400), b(400);
+      for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = 2.0 + z(gen);         // the item's own difficulty, shared
+        b[i] = a[i] + gap + z(gen);  // SE of D: 1 / sqrt(400) = 0.05
+      }
+      called += item_diff(a, b).resolved();
+    }
+    return double(called) / trials;
+  };
+  const double none = rate(0.0, 4000);
+  std::printf("no gap: called %.4f\n", none);
+  EXPECT_NEAR(none, 0.05, 0.015);
+  EXPECT_GT(rate(0.25, 500), 0.95);  // 5 standard errors
+}

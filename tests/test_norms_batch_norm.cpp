@@ -71,6 +71,23 @@ TEST(BatchNorm, GoldenThreeTrainingStepsThenEval) {
   EXPECT_EQ(bn.num_batches_tracked.item(), 3.0);
 }
 
+// With 2 samples a channel's normalized values are +-1 whatever the values were: (x1 - x2) / 2 over the
+// biased std |x1 - x2| / 2, up to eps. Only which sample is larger gets through, not by how much (exp5's
+// summary says so of BatchNorm at batch 2).
+TEST(BatchNorm, TwoSamplesNormalizeToPlusAndMinusOne) {
+  Generator gen(5);
+  Tensor x = randn({2, 256}, gen) * exp(randn({1, 256}, gen)) * 10.0;  // channels at scales e^N(0,1) * 10
+  std::vector<double> xs = x.to_vector<double>(), ys = nn::BatchNorm1d(256)(x).to_vector<double>();
+  for (size_t c = 0; c < 256; ++c) {
+    const double half = (xs[c] - xs[256 + c]) / 2, expected = half / std::sqrt(half * half + 1e-5);
+    EXPECT_NEAR(ys[c], expected, 1e-5) << c;
+    EXPECT_NEAR(ys[256 + c], -expected, 1e-5) << c;
+    if (std::abs(half) > 0.1) {
+      EXPECT_NEAR(std::abs(ys[c]), 1.0, 1e-3) << c;
+    }
+  }
+}
+
 TEST(BatchNorm, MomentumNoneIsCumulativeAverage) {
   nn::BatchNorm1d bn(2, 1e-5, std::nullopt);
   bn(tensor({{1.0, 2.0}, {3.0, 6.0}}));

@@ -21,16 +21,20 @@
 namespace ng::examples {
 
 LMTask LMTask::shakespeare(const std::string& path) {
-  const std::string text = io::read_whole_file(path, "LMTask::shakespeare");
-  NG_CHECK(text.size() > 1000, "LMTask::shakespeare", path, " is too short (", text.size(),
+  return from_text("shakespeare", io::read_whole_file(path, "LMTask::shakespeare"), path);
+}
+
+LMTask LMTask::from_text(const std::string& name, const std::string& text, const std::string& source) {
+  const std::string op = "LMTask::" + name;
+  NG_CHECK(text.size() > 1000, op.c_str(), source, " is too short (", text.size(),
            " bytes), expected more than 1000");
   LMTask t;
-  t.name = "shakespeare";
+  t.name = name;
   t.tokenizer = nn::CharTokenizer::from_corpus(text);
   t.vocab = t.tokenizer.vocab_size();
   // One distinct byte makes every loss 0 from the start (nothing to predict), and the plots' uniform-guess
   // line ln V = 0 has no place on their log axis: refused before any training.
-  NG_CHECK(t.vocab >= 2, "LMTask::shakespeare", path, " has ", t.vocab,
+  NG_CHECK(t.vocab >= 2, op.c_str(), source, " has ", t.vocab,
            " distinct byte, expected at least 2 for a language model to predict");
   std::vector<int64_t> ids = t.tokenizer.encode(text);
   size_t split = ids.size() * 9 / 10;

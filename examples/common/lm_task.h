@@ -35,6 +35,10 @@ struct LMTask {
   // Reads the corpus (shakespeare) or sets up the copy task. Throws ng::Error for an unreadable file.
   static LMTask shakespeare(const std::string& path);
   static LMTask copy(int64_t vocab = 1000);
+  // What shakespeare() does with its file's text, for any text (exp5's synthetic fallback): its distinct
+  // bytes are the vocabulary, the first 90% trains and the last 10% validates. `name` becomes the task's
+  // name; `source` names the text in the errors (too short, a single distinct byte).
+  static LMTask from_text(const std::string& name, const std::string& text, const std::string& source);
 
   // tokens, targets: (B, T) i64
   void batch(int64_t B, int64_t T, Generator& gen, Tensor& tokens, Tensor& targets, bool val = false) const;

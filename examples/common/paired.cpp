@@ -50,6 +50,32 @@ PairedDiff paired_diff(const std::vector<double>& a, const std::vector<double>& 
   return d;
 }
 
+bool ItemDiff::resolved() const {
+  return std::isfinite(mean) && std::isfinite(se) && std::abs(mean) > kZ975 * se;
+}
+
+ItemDiff item_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  NG_CHECK(a.size() == b.size(), "item_diff",
+           "the two models must be scored on the same items, one score each; got ", a.size(), " and ",
+           b.size(), " scores");
+  ItemDiff d;
+  const size_t n = a.size();
+  if (n < 2) return d;
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += a[i] - b[i];
+  const double mean = sum / double(n);
+  double ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += (a[i] - b[i] - mean) * (a[i] - b[i] - mean);
+  if (!std::isfinite(mean) || !std::isfinite(ss)) return d;
+  d.mean = mean;
+  d.se = std::sqrt(ss / double(n - 1)) / std::sqrt(double(n));
+  return d;
+}
+
+std::string item_diff_text(const ItemDiff& d) {
+  return num(d.mean, 3) + " ± " + num(d.se, 2);
+}
+
 std::string paired_rule_text(const std::string& what, const std::string& who, size_t window) {
   return what + " are ranked by their paired difference: " + who +
          " see the same batches, so the difference of their losses step by step, over the last " +

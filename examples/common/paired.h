@@ -79,6 +79,26 @@ std::string paired_average_text(const PairedDiff& d, const std::string& a_name, 
 // disagree; "ahead" there contradicted the clause after it.
 std::string lead_text(const PairedDiff& d);
 
+// ---- two models scored on the same items (exp5: the same validation windows) ----
+// The items are independent draws, so, unlike the neighbouring steps of a training curve, their differences
+// d_i = a_i - b_i are independent too, and need no blocks:
+//
+//   D = (1 / n) sum_i d_i        SE = sd(d_1 .. d_n) / sqrt(n)        called when |D| > kZ975 * SE
+//
+// kZ975 is the normal's two-sided 95% quantile: n is in the thousands, where Student's t is the normal.
+// Like paired_diff, this measures the noise of the sample of items only, not what another seed would do.
+struct ItemDiff {
+  static constexpr double kZ975 = 1.959964;
+  double mean = std::numeric_limits<double>::quiet_NaN();
+  double se = std::numeric_limits<double>::quiet_NaN();
+  bool resolved() const;  // D and SE are finite and |D| > kZ975 * SE
+};
+// a, b: one score per item, the same items in the same order (a different length is an ng::Error naming
+// both). Fewer than 2 items, or a non-finite score, gives an ItemDiff that is not resolved (NaN).
+ItemDiff item_diff(const std::vector<double>& a, const std::vector<double>& b);
+// "0.918 ± 0.022": D to 3 significant digits, SE to 2.
+std::string item_diff_text(const ItemDiff& d);
+
 // How many standard errors |mean| is from 0, as the summaries print it: one decimal below 10, whole below
 // 1000, else "over 1000" (an SE of 0, or of rounding error only, makes it infinite or meaningless); "0.0" for
 // a mean of exactly 0 (two identical curves). Also used across seeds (seeds.h).
