@@ -212,6 +212,7 @@ struct Run {
   int64_t batch = 0, steps = 0;
   std::string refused;                    // BatchNorm at batch 1: the library's error, and no training
   int64_t nan_step = -1;                  // the first step whose loss was not finite, -1 if none
+  std::string nan_what;                   // "loss is NaN", or under --detect-anomaly the op's report
   std::vector<double> curve_x, curve;     // samples seen, mean training loss of that stretch
   std::vector<double> val_x, val;         // samples seen, validation loss (eval mode)
   std::vector<double> final_losses;       // per validation window, eval mode, at the end
@@ -245,23 +246,33 @@ Run train_run(Norm norm, int64_t batch, int64_t samples, double lr, uint64_t see
   for (int64_t step = 1; step <= r.steps; ++step) {
     const Windows w = draw_windows(task, batch, data_gen, false);
     opt.zero_grad();
-    Tensor logits;
+    double l = NAN;
     try {
-      logits = model.forward(w.ids);
+      const Tensor logits = model.forward(w.ids);  // (B, V)
+      Tensor loss = cross_entropy(logits, w.targets);
+      l = loss.item();
+      if (std::isfinite(l)) loss.backward();
     } catch (const Error& e) {
+      const std::string message = e.what();
+      // Under --detect-anomaly the first op whose forward or backward makes a NaN/Inf throws, naming itself
+      // (autograd/anomaly.h): that is this run's divergence, as in train_lm.
+      if (anomaly_enabled() && message.rfind("anomaly:", 0) == 0) {
+        std::cerr << norm_name(norm) << ", batch " << batch << ": step " << step << ": " << message << "\n";
+        r.nan_step = step;
+        r.nan_what = message;
+        break;
+      }
       // BatchNorm cannot train on one value per feature (its variance would be 0 / 0): the library refuses,
       // and the run records why. Any other error is a real one.
-      if (step != 1 || norm != Norm::Batch) throw;
-      r.refused = e.what();
+      if (step != 1 || norm != Norm::Batch || batch != 1) throw;
+      r.refused = message;
       return r;
     }
-    Tensor loss = cross_entropy(logits, w.targets);
-    const double l = loss.item();
     if (!watch.ok(step, l)) {
       r.nan_step = step;
+      r.nan_what = watch.what();
       break;
     }
-    loss.backward();
     opt.step();
     bar.update(step, l);
     sum += l;
@@ -315,7 +326,7 @@ static int run(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   app.add_option("--batches", batches, "the batch sizes, comma-separated (default 1,2,4,8,16,32,64)")
       ->delimiter(',')
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
   app.add_option("--lr", lr, "Adam's learning rate, the same for every batch size")
       ->check(FiniteRange(1e-8, 10.0))
       ->capture_default_str();
@@ -378,6 +389,9 @@ static int run(int argc, char** argv) {
       if (!r.refused.empty())
         std::printf("batch %3lld  %-10s refused: %s\n", (long long)b, norm_name(n).c_str(),
                     r.refused.c_str());
+      else if (r.nan_step >= 0)
+        std::printf("batch %3lld  %-10s diverged at step %lld: %s\n", (long long)b, norm_name(n).c_str(),
+                    (long long)r.nan_step, r.nan_what.c_str());
       else
         std::printf("batch %3lld  %-10s val %.4f  (%lld steps, %.1f s)\n", (long long)b, norm_name(n).c_str(),
                     r.val_loss(), (long long)r.steps, r.seconds);
