@@ -343,12 +343,21 @@ static int run(int argc, char** argv) {
   if (samples == 0) samples = opt.quick ? 8192 : 65536;
   std::sort(batches.begin(), batches.end());
   batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
-  for (int64_t b : batches)
+  if (n_val == 0) n_val = opt.quick ? 2048 : 8192;
+  for (int64_t b : batches) {
     if (samples % b != 0) {
       std::cerr << "--samples " << samples << " is not a multiple of batch size " << b
                 << ": every batch size must see the same number of samples\n";
       return 2;
     }
+    // BatchNorm is also scored in blocks of b windows normalized with their own statistics: a last, shorter
+    // block would be another batch size (and a block of 1 cannot be normalized at all).
+    if (n_val % b != 0) {
+      std::cerr << "--val-windows " << n_val << " is not a multiple of batch size " << b
+                << ": BatchNorm is also scored in blocks of each batch size\n";
+      return 2;
+    }
+  }
 
   LMTask task;
   if (task_flag == "markov") {
@@ -370,7 +379,6 @@ static int run(int argc, char** argv) {
     task = LMTask::from_text("markov", markov_text(opt.seed, 300000), "the Markov text");
   }
   Report report(opt, "batch_size", argc, argv);
-  if (n_val == 0) n_val = opt.quick ? 2048 : 8192;
   Generator val_gen(opt.seed + 2);
   const Windows val = draw_windows(task, n_val, val_gen, true);
   std::printf(

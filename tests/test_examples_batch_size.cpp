@@ -134,7 +134,9 @@ TEST(Exp5BatchSize, SummaryIsComputedFromItsOwnRuns) {
                           "each block of B windows' own statistics");
   for (int b : batches) {
     EXPECT_EQ(std::isfinite(own.at(b)), b > 1) << b;
-    if (b > 1) EXPECT_NE(own.at(b), val["BatchNorm"][b]) << b << ": batch statistics scored like eval mode";
+    if (b > 1) {
+      EXPECT_NE(own.at(b), val["BatchNorm"][b]) << b << ": batch statistics scored like eval mode";
+    }
   }
   EXPECT_TRUE(extest::contains(md, "at batch 2 it scores " + num(val["BatchNorm"][2], 4) +
                                        " with its running averages (eval mode) and " + num(own.at(2), 4)))
@@ -159,6 +161,9 @@ TEST(Exp5BatchSize, FlagsAreCheckedAndTheFallbackIsSaid) {
   EXPECT_TRUE(extest::contains(
       r.err, "--samples 100 is not a multiple of batch size 8: every batch size must see the same number"))
       << r.err;
+  r = extest::run(exp5 + out + " --val-windows 100 --batches 2,8", dir);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(extest::contains(r.err, "--val-windows 100 is not a multiple of batch size 8")) << r.err;
   r = extest::run(exp5 + out + " --task copy", dir);
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(extest::contains(r.err, "--task: expected shakespeare or markov, got 'copy'")) << r.err;
