@@ -31,18 +31,18 @@
 //   starts from the same weights (from --seed; the norms' own parameters start at 1 and 0).
 // - At the end, every model is scored in eval mode (BatchNorm normalizes with its running averages,
 //   momentum 0.1) on the same validation windows (--val-windows, 8192, from --seed + 2). Two norms are ranked
-//   by their paired difference over those windows (item_diff below).
+//   by their paired difference over those windows (item_diff, examples/common/paired.h).
 // - BatchNorm is also scored the way it trains: each block of B validation windows normalized with its own
 //   statistics. That separates the two ways a small batch can hurt it: noisy statistics during training,
 //   and running averages that do not match at evaluation.
 //
 // Output in --out: batch_size.{png,csv,md,cmd.txt}.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <optional>
 
 #include "examples/common/cli.h"
 #include "examples/common/finite_range.h"
@@ -262,8 +262,8 @@ Run train_run(Norm norm, int64_t batch, int64_t samples, double lr, uint64_t see
         r.nan_what = message;
         break;
       }
-      // BatchNorm cannot train on one value per feature (its variance would be 0 / 0): the library refuses,
-      // and the run records why. Any other error is a real one.
+      // BatchNorm cannot train on one value per feature (its batch variance is 0 and every output would be
+      // 0): the library refuses, and the run records why. Any other error is a real one.
       if (step != 1 || norm != Norm::Batch || batch != 1) throw;
       r.refused = message;
       return r;
