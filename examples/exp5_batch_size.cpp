@@ -617,7 +617,9 @@ static int run(int argc, char** argv) {
     };
     // "above it beyond noise at batch sizes 2, 4 and 8; within noise at 16; below it at 32 and 64"
     std::vector<std::string> parts;
-    if (!worse.empty()) parts.push_back("above it beyond noise at batch sizes " + list(worse));
+    if (!worse.empty())
+      parts.push_back(std::string("above it beyond noise at batch size") + (worse.size() > 1 ? "s " : " ") +
+                      list(worse));
     if (!even.empty()) parts.push_back("within noise of it at " + list(even));
     if (!better.empty()) parts.push_back("below it beyond noise at " + list(better));
     md += "- *With the batch size*: against the best per-sample norm at each batch size, BatchNorm ends ";

@@ -98,7 +98,9 @@ TEST(Exp5BatchSize, SummaryIsComputedFromItsOwnRuns) {
     return s;
   };
   std::string verdict = "against the best per-sample norm at each batch size, BatchNorm ends ", sep;
-  if (!worse.empty()) verdict += sep + "above it beyond noise at batch sizes " + list(worse), sep = "; ";
+  if (!worse.empty())
+    verdict += sep + "above it beyond noise at batch size" + (worse.size() > 1 ? "s " : " ") + list(worse),
+        sep = "; ";
   if (!even.empty()) verdict += sep + "within noise of it at " + list(even), sep = "; ";
   if (!better.empty()) verdict += sep + "below it beyond noise at " + list(better);
   EXPECT_TRUE(extest::contains(md, verdict + ".")) << verdict << "\n" << md;
