@@ -395,3 +395,23 @@ TEST(ExamplesPaired, ItemDiffCallsAboutFivePercentWithoutAGap) {
   EXPECT_NEAR(none, 0.05, 0.015);
   EXPECT_GT(rate(0.25, 500), 0.95);  // 5 standard errors
 }
+
+// level_diff: a curve against a flat level, by the same rule. A loss curve sitting at the level (a model at
+// the context-free loss) is not called below it however its mean falls; one clearly below is.
+TEST(ExamplesPaired, LevelDiffCallsOnlyACurveClearlyBelowTheLevel) {
+  std::mt19937_64 gen(3);
+  std::normal_distribution<double> noise(0.0, 0.06);  // a 16 x 64 batch's scatter of the loss
+  std::vector<double> at_level(300), below(300);
+  for (size_t k = 0; k < 300; ++k) {
+    at_level[k] = 3.309 - 0.003 + noise(gen);  // 3.306: the letters' frequencies and nothing more
+    below[k] = 2.9 + noise(gen);
+  }
+  const PairedDiff a = level_diff(at_level, 3.309, 50);
+  EXPECT_EQ(a.steps, 50u);
+  EXPECT_FALSE(a.resolved()) << a.mean << " ± " << a.se;
+  const PairedDiff b = level_diff(below, 3.309, 50);
+  EXPECT_TRUE(b.resolved() && b.mean < 0) << b.mean << " ± " << b.se;
+  EXPECT_NEAR(b.mean, paired_diff(below, std::vector<double>(300, 3.309), 50).mean, 1e-15);
+  // Fewer steps than the 10 blocks: not computed, so never called.
+  EXPECT_FALSE(level_diff({1.0, 1.0, 1.0}, 3.0, 50).computed());
+}

@@ -76,6 +76,10 @@ std::string item_diff_text(const ItemDiff& d) {
   return num(d.mean, 3) + " ± " + num(d.se, 2);
 }
 
+PairedDiff level_diff(const std::vector<double>& curve, double level, size_t window) {
+  return paired_diff(curve, std::vector<double>(curve.size(), level), window);
+}
+
 std::string paired_rule_text(const std::string& what, const std::string& who, size_t window) {
   return what + " are ranked by their paired difference: " + who +
          " see the same batches, so the difference of their losses step by step, over the last " +

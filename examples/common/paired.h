@@ -53,6 +53,11 @@ struct PairedDiff {
 // steps, gives a PairedDiff that is not computed().
 PairedDiff paired_diff(const std::vector<double>& a, const std::vector<double>& b, size_t window);
 
+// One curve against a fixed level (exp6: is a run below the context-free loss, or sitting at it?): the
+// paired difference of the curve and a flat line at `level`, so the same blocks and the same call.
+// D < 0 and resolved(): the curve's last `window` steps are below the level beyond its own noise.
+PairedDiff level_diff(const std::vector<double>& curve, double level, size_t window);
+
 // The summary's paragraph on the rule: "<Two runs> are ranked by their paired difference: <all four> see the
 // same batches, ... over the last <window> steps ...".
 std::string paired_rule_text(const std::string& what, const std::string& who, size_t window);
