@@ -135,9 +135,9 @@ struct Windows {
 
 Windows draw_windows(const LMTask& task, int64_t n, Generator& gen, bool val) {
   const std::vector<int64_t>& split = val ? task.val_ids : task.train_ids;
+  // LMTask::from_text refuses a text of 1000 bytes or less, so even the validation tenth holds over 100
+  // characters, far more than a window of K + 1.
   const int64_t N = int64_t(split.size());
-  NG_CHECK(N > kContext, "exp5", "the ", val ? "validation" : "training", " split has ", N,
-           " characters, expected more than the context, ", kContext);
   std::vector<int64_t> starts = randint(0, N - kContext, {n}, gen).to_vector<int64_t>();
   std::vector<int64_t> ids(size_t(n * kContext)), targets(static_cast<size_t>(n));
   for (int64_t b = 0; b < n; ++b) {
@@ -171,6 +171,12 @@ std::string markov_text(uint64_t seed, size_t length) {
   }
   return text;
 }
+
+// exp5's synthetic task (--task markov, and the fallback without TinyShakespeare).
+const SyntheticTask kMarkovTask{"markov", "a synthetic order-2 Markov text", [](const CommonOptions& opt) {
+                                  return LMTask::from_text("markov", markov_text(opt.seed, 300000),
+                                                           "the Markov text");
+                                }};
 
 // ---- scoring ----
 
@@ -256,7 +262,7 @@ Run train_run(Norm norm, int64_t batch, int64_t samples, double lr, uint64_t see
       const std::string message = e.what();
       // Under --detect-anomaly the first op whose forward or backward makes a NaN/Inf throws, naming itself
       // (autograd/anomaly.h): that is this run's divergence, as in train_lm.
-      if (anomaly_enabled() && message.rfind("anomaly:", 0) == 0) {
+      if (is_anomaly_error(message)) {
         std::cerr << norm_name(norm) << ", batch " << batch << ": step " << step << ": " << message << "\n";
         r.nan_step = step;
         r.nan_what = message;
@@ -330,9 +336,7 @@ static int run(int argc, char** argv) {
   app.add_option("--lr", lr, "Adam's learning rate, the same for every batch size")
       ->check(FiniteRange(1e-8, 10.0))
       ->capture_default_str();
-  app.add_option("--task", task_flag,
-                 "shakespeare (the default when --data is readable) or markov (a synthetic order-2 Markov "
-                 "text, the fallback)");
+  add_task_flag(app, task_flag, kMarkovTask);
   const std::vector<std::string> unused = {"--steps", "--save", "--resume"};
   const std::string why =
       "experiment 5 gives every batch size the same --samples (so its own number of steps) and keeps no "
@@ -360,24 +364,7 @@ static int run(int argc, char** argv) {
   }
 
   LMTask task;
-  if (task_flag == "markov") {
-    task = LMTask::from_text("markov", markov_text(opt.seed, 300000), "the Markov text");
-  } else if (task_flag != "" && task_flag != "shakespeare") {
-    std::cerr << "--task: expected shakespeare or markov, got '" << task_flag << "'\n";
-    return 2;
-  } else if (readable_file(opt.data)) {
-    task = LMTask::shakespeare(opt.data);
-  } else if (task_flag == "shakespeare") {
-    std::cerr << "--task shakespeare: cannot read " << opt.data
-              << ": get it with `bash scripts/get_data.sh` (writes data/tinyshakespeare.txt) or pass --data "
-                 "PATH.\n";
-    return 2;
-  } else {
-    std::cerr << "No TinyShakespeare at " << opt.data
-              << ": get it with `bash scripts/get_data.sh` (writes data/tinyshakespeare.txt) or pass --data "
-                 "PATH.\nFalling back to a synthetic order-2 Markov text (--task markov).\n";
-    task = LMTask::from_text("markov", markov_text(opt.seed, 300000), "the Markov text");
-  }
+  if (!choose_task(task_flag, opt, task, kMarkovTask)) return 2;
   Report report(opt, "batch_size", argc, argv);
   Generator val_gen(opt.seed + 2);
   const Windows val = draw_windows(task, n_val, val_gen, true);

@@ -135,6 +135,7 @@ static int run(int argc, char** argv) {
       spec.clip = clip;
       spec.warmup = warmup;
       spec.data_seed = opt.seed + 1;
+      spec.val_batches = 0;  // the sweep judges the training losses: no validation pass after each run
       Outcome o;
       o.result = train_lm(model, task, spec, opt.quiet);
       if (o.result.nan_step < 0) {

@@ -102,21 +102,28 @@ nn::TinyLMConfig LMTask::configure(nn::TinyLMConfig c) const {
   return c;
 }
 
-void add_task_flag(CLI::App& app, std::string& task) {
-  app.add_option("--task", task, "shakespeare (default when --data is readable) or copy")
-      ->check([](const std::string& v) -> std::string {
-        if (v == "shakespeare" || v == "copy") return "";
-        return "expected shakespeare or copy, got '" + v + "'";
+void add_task_flag(CLI::App& app, std::string& task, const SyntheticTask& synthetic) {
+  const std::string name = synthetic.name;
+  app.add_option("--task", task, "shakespeare (default when --data is readable) or " + name)
+      ->check([name](const std::string& v) -> std::string {
+        if (v == "shakespeare" || v == name) return "";
+        return "expected shakespeare or " + name + ", got '" + v + "'";
       });
 }
 
-bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task) {
-  if (flag == "copy") {
-    task = LMTask::copy();
+bool is_anomaly_error(const std::string& message) {
+  return anomaly_enabled() && message.rfind("anomaly:", 0) == 0;
+}
+
+bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task,
+                 const SyntheticTask& synthetic) {
+  auto make_synthetic = [&] { return synthetic.make ? synthetic.make(opt) : LMTask::copy(); };
+  if (flag == synthetic.name) {
+    task = make_synthetic();
     return true;
   }
   if (flag != "" && flag != "shakespeare") {
-    std::cerr << "--task: expected shakespeare or copy, got '" << flag << "'\n";
+    std::cerr << "--task: expected shakespeare or " << synthetic.name << ", got '" << flag << "'\n";
     return false;
   }
   if (readable_file(opt.data)) {
@@ -132,8 +139,8 @@ bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task
   std::cerr
       << "No TinyShakespeare at " << opt.data
       << ": get it with `bash scripts/get_data.sh` (writes data/tinyshakespeare.txt) or pass --data PATH.\n"
-      << "Falling back to the synthetic copy task (--task copy).\n";
-  task = LMTask::copy();
+      << "Falling back to " << synthetic.words << " (--task " << synthetic.name << ").\n";
+  task = make_synthetic();
   return true;
 }
 
@@ -394,7 +401,7 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
       // name as the reason, so the experiment still finishes and writes its files. Any other error is a
       // real one and goes on up.
       const std::string message = e.what();
-      if (!anomaly_enabled() || message.rfind("anomaly:", 0) != 0) throw;
+      if (!is_anomaly_error(message)) throw;
       std::cerr << spec.label << ": step " << step << ": " << message << "\n";
       r.losses.push_back(l);  // NaN if the forward was the culprit, the finite loss if the backward was
       r.grad_norms.push_back(NAN);
@@ -416,7 +423,7 @@ TrainResult train_lm(nn::TinyLM& model, const LMTask& task, const TrainSpec& spe
   }
   bar.finish();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (task.name == "shakespeare" && r.nan_step < 0) {
+  if (task.name == "shakespeare" && r.nan_step < 0 && spec.val_batches > 0) {
     NoGradGuard no_grad;
     model.eval();
     Generator val_gen(spec.data_seed + 7777);

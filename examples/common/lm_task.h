@@ -54,14 +54,29 @@ struct LMTask {
   nn::TinyLMConfig configure(nn::TinyLMConfig base) const;
 };
 
-// Registers --task (exp2, exp3): shakespeare or copy, anything else a usage error. Absent, the task is
-// chosen by choose_task; `--task ''` is refused rather than taken as absent (it ran the default task).
-void add_task_flag(CLI::App& app, std::string& task);
+// The task a trainer takes without TinyShakespeare, and by its --task name: the copy task for exp2-4,
+// a Markov text for exp5 (its MLP has no use for the copy task).
+struct SyntheticTask {
+  std::string name = "copy";                       // its --task value
+  std::string words = "the synthetic copy task";   // how the fallback line names it
+  LMTask (*make)(const CommonOptions&) = nullptr;  // nullptr: LMTask::copy()
+};
 
-// Picks the task from --task ("" = shakespeare when the data file is readable, else copy, saying how to
-// get the data). Returns false (after printing why) for a bad --task value, and for --task shakespeare
-// without a readable data file.
-bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task);
+// Registers --task: shakespeare or the synthetic task's name, anything else a usage error. Absent, the
+// task is chosen by choose_task; `--task ''` is refused rather than taken as absent (it ran the default
+// task).
+void add_task_flag(CLI::App& app, std::string& task, const SyntheticTask& synthetic = {});
+
+// Picks the task from --task ("" = shakespeare when the data file is readable, else the synthetic task,
+// saying how to get the data). Returns false (after printing why) for a bad --task value, and for --task
+// shakespeare without a readable data file.
+bool choose_task(const std::string& flag, const CommonOptions& opt, LMTask& task,
+                 const SyntheticTask& synthetic = {});
+
+// Under --detect-anomaly the first op whose forward or backward makes a NaN/Inf throws an ng::Error whose
+// message starts "anomaly:" (autograd/anomaly.h). True for that error: a training loop takes it as its run's
+// divergence; any other error is a real one.
+bool is_anomaly_error(const std::string& message);
 
 struct TrainResult {
   std::vector<double> losses;  // one per step done (the step that diverged is the last, non-finite)
@@ -85,7 +100,7 @@ struct TrainSpec {
   // at lr. 0: lr from the first step. A checkpoint records it, and --resume must give the same.
   int64_t warmup = 0;
   uint64_t data_seed = 0;
-  int64_t val_batches = 8;
+  int64_t val_batches = 8;  // after training (shakespeare only); 0: no validation pass, val_loss stays NaN
   // Where the model trains: it must already be there (Module::to); each batch is copied to it and each loss
   // copied back to the host for logging.
   Device device = Device::cpu();
